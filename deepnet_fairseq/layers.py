@@ -1,0 +1,77 @@
+"""DeepNorm Transformer layers: fairseq's Post-LN layers with a scaled skip path and DeepNorm init.
+
+fairseq's layers compute, for each sub-layer (self-attention, cross-attention, FFN),
+``x = LayerNorm(residual_connection(dropout(G(x)), residual))``. Overriding the
+``residual_connection`` hook is therefore all DeepNorm needs from the forward pass:
+``LayerNorm(alpha * x + dropout(G(x)))``, with dropout on the branch before the sum.
+"""
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+
+from .initialization import deepnorm_init_
+
+
+def _check_post_ln(layer, side: str) -> None:
+    # The arch hook rejects Pre-LN with a user-facing message; this guards direct construction.
+    if layer.normalize_before:
+        raise ValueError(f"DeepNorm is defined for Post-LN only; {side} normalize_before is set")
+
+
+class DeepNormEncoderLayer(TransformerEncoderLayerBase):
+    """Post-LN encoder layer computing ``LayerNorm(alpha * x + dropout(G(x)))``.
+
+    Args:
+        cfg: fairseq ``TransformerConfig``.
+        alpha: skip-path scale of every sub-layer of the encoder.
+        beta: Xavier-normal gain of fc1, fc2, v_proj, out_proj (see ``initialization``).
+    """
+
+    def __init__(self, cfg, alpha: float, beta: float, return_fc: bool = False):
+        super().__init__(cfg, return_fc=return_fc)
+        _check_post_ln(self, "encoder")
+        self.alpha = alpha
+        self.beta = beta
+        deepnorm_init_(self, beta)
+
+    def residual_connection(self, x, residual):
+        # x is the branch output, already through dropout; residual is the skip path (T x B x C).
+        return residual * self.alpha + x
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:.4f}, beta={self.beta:.4f}"
+
+
+class DeepNormDecoderLayer(TransformerDecoderLayerBase):
+    """Post-LN decoder layer computing ``LayerNorm(alpha * x + dropout(G(x)))`` for the
+    self-attention, cross-attention and FFN sub-layers; arguments as ``DeepNormEncoderLayer``.
+    """
+
+    def __init__(self, cfg, alpha: float, beta: float, no_encoder_attn: bool = False):
+        super().__init__(cfg, no_encoder_attn=no_encoder_attn)
+        _check_post_ln(self, "decoder")
+        self.alpha = alpha
+        self.beta = beta
+        deepnorm_init_(self, beta)
+
+    def residual_connection(self, x, residual):
+        return residual * self.alpha + x
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:.4f}, beta={self.beta:.4f}"
+
+
+def wrap_for_training(layer, cfg):
+    """Apply fairseq's activation-checkpointing and FSDP wrappers to an initialised layer.
+
+    The same two steps as fairseq's ``TransformerEncoderBase.build_encoder_layer``: with
+    ``--checkpoint-activations`` the layer is checkpointed and FSDP always wraps it.
+    """
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    return fsdp_wrap(layer, min_num_params=0 if checkpoint else cfg.min_params_to_wrap)

@@ -1,0 +1,3 @@
+"""fairseq models of this plugin; importing a module registers its model and architectures."""
+
+from . import deepnet_transformer  # noqa: F401

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install deepnet_fairseq and its exact dependency set into the active Python (>= 3.9; tested
+# on 3.11). Use a virtual environment if you like: python3 -m venv .venv && . .venv/bin/activate
+#
+#   bash scripts/install.sh
+#
+# Environment:
+#   PYTHON            interpreter to install into (default: python3)
+#   TORCH_INDEX_URL   extra pip index for torch, e.g. https://download.pytorch.org/whl/cpu
+#                     (default: none; an installed torch 2.13.0, CUDA build or not, is kept)
+#
+# Steps (about 5 minutes on 2 cores, most of it compiling fairseq's extensions):
+#   1. torch==2.13.0 first, so nothing below can pull another torch with its CUDA wheels;
+#   2. fairseq's runtime dependencies and this plugin's (requirements.txt), pinned by
+#      constraints.txt (hydra-core 1.3.2, omegaconf 2.3.0);
+#   3. fairseq-fixed 0.12.3.1 (upstream fairseq main with the Python 3.11 fix) built without
+#      build isolation, so its build uses the torch above, and with --no-deps, because its
+#      metadata asks for torchaudio, which has no release for torch 2.13 (fairseq needs it only
+#      for speech tasks);
+#   4. this package, editable.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PYTHON=${PYTHON:-python3}
+pip_install=("$PYTHON" -m pip install --progress-bar off -c constraints.txt)
+
+echo "[install] 1/4 torch 2.13.0"
+if [[ -n "${TORCH_INDEX_URL:-}" ]]; then
+  "${pip_install[@]}" --extra-index-url "$TORCH_INDEX_URL" torch==2.13.0
+else
+  "${pip_install[@]}" torch==2.13.0
+fi
+echo "[install] 2/4 dependencies (requirements.txt)"
+"${pip_install[@]}" -r requirements.txt setuptools wheel
+echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time)"
+"${pip_install[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1
+echo "[install] 4/4 deepnet_fairseq (editable)"
+"${pip_install[@]}" --no-build-isolation -e .
+
+"$PYTHON" - <<'PY'
+import fairseq, torch, deepnet_fairseq
+print(f"[install] ok: torch {torch.__version__}, fairseq {fairseq.__version__}, "
+      f"plugin at {deepnet_fairseq.USER_DIR}")
+PY

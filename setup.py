@@ -1,0 +1,25 @@
+"""deepnet_fairseq: DeepNet (DeepNorm) Transformers as a fairseq plugin.
+
+Install with ``bash scripts/install.sh`` (README): fairseq-fixed must be installed with
+``--no-deps`` because its metadata asks for torchaudio, which has no release for torch 2.13,
+so it is not listed here.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="deepnet_fairseq",
+    version="0.1.0",
+    description="DeepNet / DeepNorm Transformers (Wang et al. 2022) for fairseq",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    packages=find_packages(include=["deepnet_fairseq", "deepnet_fairseq.*"]),
+    install_requires=["torch>=2.0", "sacrebleu>=2.0", "sentencepiece"],
+    entry_points={
+        "console_scripts": [
+            "deepnet-average-checkpoints=deepnet_fairseq.average_checkpoints:cli_main",
+            "deepnet-user-dir=deepnet_fairseq.cli:print_user_dir",
+        ]
+    },
+)
