@@ -28,8 +28,8 @@ WORK=${WORK:-$REPO/runs/quickstart-$SIZE}
 DEVICE=${DEVICE:-cpu}
 
 case "$SIZE" in
-  # 6L-6L DeepNet at 256 hidden: deep enough that DeepNorm matters, small enough for a CPU.
-  quickstart) TRAIN_LINES=29000; LAYERS=6; DIM=256; FFN=1024; HEADS=4; UPDATES=2400; VOCAB=8000 ;;
+  # 6L-6L DeepNet at 128 hidden: deep enough that DeepNorm matters, small enough for a CPU.
+  quickstart) TRAIN_LINES=29000; LAYERS=6; DIM=128; FFN=512;  HEADS=4; UPDATES=500;  VOCAB=4000 ;;
   smoke)      TRAIN_LINES=3000;  LAYERS=6; DIM=64;  FFN=128;  HEADS=2; UPDATES=60;   VOCAB=1000 ;;
   *) echo "error: SIZE must be 'quickstart' or 'smoke', got '$SIZE'" >&2; exit 2 ;;
 esac
@@ -80,7 +80,7 @@ if [[ ! -f "$WORK/bin/.done" ]]; then
   fairseq-preprocess --source-lang en --target-lang de --joined-dictionary \
     --trainpref "$WORK/spm/train" --validpref "$WORK/spm/valid" --testpref "$WORK/spm/test" \
     --destdir "$WORK/bin.tmp" --workers 2 > "$WORK/preprocess.log" 2>&1
-  rm -rf "$WORK/bin" && mv "$WORK/bin.tmp" "$WORK/bin" && touch "$WORK/bin/.done"
+  rm -rf "${WORK:?}/bin" && mv "$WORK/bin.tmp" "$WORK/bin" && touch "$WORK/bin/.done"
 fi
 
 log "4/5 fairseq-train deepnet_transformer ${LAYERS}L-${LAYERS}L, $DIM hidden, $UPDATES updates (log: $WORK/train.log)"
