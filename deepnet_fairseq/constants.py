@@ -90,3 +90,115 @@ def decoder_only(decoder_layers: int) -> DeepNormConstants:
     _check_depth("--decoder-layers", decoder_layers)
     m = decoder_layers
     return DeepNormConstants(decoder_alpha=(2 * m) ** (1 / 4), decoder_beta=(8 * m) ** (-1 / 4))
+
+
+# --------------------------------------------------------------------------------------------
+# Optimizer-aware DeepNorm constants (beyond the paper).
+#
+# Seed analysis: Su Jianlin, "What is so hard about training a 1000-layer Transformer?"
+# (kexue.fm/archives/8978, 2022). We write down the assumptions we use and our extension to
+# encoder-decoder models; the formulas below are pinned by tests/test_methods.py.
+#
+# Assumptions, for a Post-LN stack of L sub-layers x <- LN(alpha x + F(x)) whose branch F has
+# weights drawn with Xavier gain lambda:
+#   A1. alpha >> |F|, so the LN divides by about alpha and sub-layer l adds F_l / alpha to the
+#       stack's output: a change dF_l of one branch moves the output by about dF_l / alpha.
+#   A2. F is (locally) linear in each of its weight matrices, the others being of scale
+#       lambda, so a weight change dtheta changes F by about lambda * dtheta, and the gradient
+#       reaching a weight is about lambda / alpha times the output gradient.
+#   A3. The L sub-layers' updates add up in the worst case (they are aligned), so the model
+#       update is about L * dF / alpha, which must be O(eta) whatever the depth.
+#   A4. Per optimizer, one step changes a weight by: SGD eta * grad (about eta lambda/alpha);
+#       Adam about eta (element-wise normalised); LAMB-like eta * |theta| (about eta lambda,
+#       layer-wise trust ratio).
+# Hence the depth condition L * lambda^2 / alpha^2 = 1 (SGD), L * lambda / alpha = 1 (Adam),
+# L * lambda^2 / alpha = 1 (LAMB). Each leaves one degree of freedom; Su closes it with
+# alpha * lambda = 1 for SGD and Adam (a branch of scale lambda against a skip path of scale
+# alpha, as DeepNorm's own constants do up to a factor) and alpha = 1 for LAMB, giving
+#   SGD   alpha = L^(1/4),  lambda = L^(-1/4)
+#   Adam  alpha = L^(1/2),  lambda = L^(-1/2)
+#   LAMB  alpha = 1,        lambda = L^(-1/2)
+# with L = 2N for an N-block encoder-only or decoder-only stack (Su's "2N sub-layers").
+# Pre-LN form (x <- x + F(LN(x)), final LN): there is no alpha; the final LN divides the sum by
+# its standard deviation, which stays about 1 when lambda is small, so A1 holds with alpha = 1
+# and the same conditions give lambda = L^(-1/2) (SGD), L^(-1) (Adam), L^(-1/2) (LAMB).
+#
+# Our encoder-decoder extension (a choice; the paper couples the encoder's constants to M
+# through the cross-attention, we do not): each stack uses its own number of sub-layers,
+# L = 2N for the encoder (self-attention, FFN) and L = 3M for the decoder (self-attention,
+# cross-attention, FFN). This matches the paper's own decoder, whose alpha = (3M)^(1/4) is the
+# SGD form with L = 3M (its beta (12M)^(-1/4) differs from L^(-1/4) by a constant factor).
+# --------------------------------------------------------------------------------------------
+
+CONSTANT_FORMS = ("paper", "sgd", "adam", "lamb", "pre_ln_sgd", "pre_ln_adam", "pre_ln_lamb")
+"""Values of --deepnorm-constants: the paper's Figure 2, or an optimizer-aware form."""
+
+# optimizer -> (alpha exponent, lambda exponent) of L, for the Post-LN forms
+_POST_LN_EXPONENTS = {"sgd": (1 / 4, -1 / 4), "adam": (1 / 2, -1 / 2), "lamb": (0.0, -1 / 2)}
+# optimizer -> lambda exponent of L, for the Pre-LN forms (alpha = 1)
+_PRE_LN_EXPONENTS = {"sgd": -1 / 2, "adam": -1.0, "lamb": -1 / 2}
+
+
+def is_pre_ln_form(form: str) -> bool:
+    """Whether a --deepnorm-constants form is for Pre-LN layers (alpha = 1)."""
+    return form.startswith("pre_ln_")
+
+
+def optimizer_aware_stack(sublayers: int, form: str):
+    """(alpha, lambda) of a stack of ``sublayers`` residual sub-layers for a non-paper form."""
+    if not isinstance(sublayers, int) or sublayers <= 0:
+        raise ValueError(f"the number of sub-layers must be positive, got {sublayers!r}")
+    if is_pre_ln_form(form):
+        return 1.0, float(sublayers) ** _PRE_LN_EXPONENTS[form[len("pre_ln_"):]]
+    if form not in _POST_LN_EXPONENTS:
+        raise ValueError(f"unknown --deepnorm-constants {form!r}; choose one of "
+                         f"{', '.join(CONSTANT_FORMS)}")
+    alpha_exp, lambda_exp = _POST_LN_EXPONENTS[form]
+    return float(sublayers) ** alpha_exp, float(sublayers) ** lambda_exp
+
+
+def encoder_decoder_for(encoder_layers: int, decoder_layers: int, form: str = "paper"
+                        ) -> DeepNormConstants:
+    """Encoder-decoder constants in the given form ("paper": ``encoder_decoder``)."""
+    if form == "paper":
+        return encoder_decoder(encoder_layers, decoder_layers)
+    _check_depth("--encoder-layers", encoder_layers)
+    _check_depth("--decoder-layers", decoder_layers)
+    enc_alpha, enc_beta = optimizer_aware_stack(2 * encoder_layers, form)
+    dec_alpha, dec_beta = optimizer_aware_stack(3 * decoder_layers, form)
+    return DeepNormConstants(encoder_alpha=enc_alpha, encoder_beta=enc_beta,
+                             decoder_alpha=dec_alpha, decoder_beta=dec_beta)
+
+
+# --------------------------------------------------------------------------------------------
+# Depth-dependent scales of the compared methods (DESIGN section 3), each in its paper's form.
+# --------------------------------------------------------------------------------------------
+
+
+def ds_init_gain(layer_index: int, alpha: float = 1.0) -> float:
+    """DS-Init (Zhang, Titov & Sennrich 2019, arXiv 1908.11365): the weights of layer l
+    (1-based, counted per stack) are drawn from U(+-gamma * alpha / sqrt(l)) with gamma the
+    Xavier bound sqrt(6 / (fan_in + fan_out)), i.e. Xavier-uniform with gain alpha / sqrt(l)."""
+    _check_depth("layer index", layer_index)
+    if not 0 < alpha <= 1:
+        raise ValueError(f"--ds-init-alpha must be in (0, 1], got {alpha}")
+    return alpha / layer_index ** 0.5
+
+
+def t_fixup_scales(encoder_layers: int, decoder_layers: int):
+    """T-Fixup (Huang et al. 2020, ICML): (encoder scale, decoder scale). The encoder's v, out,
+    fc1, fc2 are scaled by 0.67 N^(-1/4); the decoder's (self- and cross-attention) and the
+    input embeddings of both sides by (9M)^(-1/4)."""
+    _check_depth("--encoder-layers", encoder_layers)
+    _check_depth("--decoder-layers", decoder_layers)
+    return 0.67 * encoder_layers ** (-1 / 4), (9 * decoder_layers) ** (-1 / 4)
+
+
+def fixup_scale(residual_branches: int, branch_depth: int = 2) -> float:
+    """Fixup (Zhang, Dauphin & Ma 2019, arXiv 1901.09321), rule 2: inside a residual branch of
+    ``branch_depth`` weight layers, all but the last (which starts at zero) are scaled by
+    L^(-1/(2m-2)), with L the number of residual branches."""
+    _check_depth("number of residual branches", residual_branches)
+    if branch_depth < 2:
+        raise ValueError("Fixup's scaling needs branches of at least two weight layers")
+    return residual_branches ** (-1 / (2 * branch_depth - 2))

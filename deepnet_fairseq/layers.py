@@ -18,8 +18,11 @@ from .initialization import deepnorm_init_
 
 def _check_post_ln(layer, side: str) -> None:
     # The arch hook rejects Pre-LN with a user-facing message; this guards direct construction.
-    if layer.normalize_before:
-        raise ValueError(f"DeepNorm is defined for Post-LN only; {side} normalize_before is set")
+    # The one Pre-LN use is the optimizer-aware Pre-LN form (--deepnorm-constants pre_ln_*),
+    # where alpha = 1: x + G(LN(x)) with the DeepNorm init gain.
+    if layer.normalize_before and layer.alpha != 1:
+        raise ValueError(f"DeepNorm's alpha is defined for Post-LN only; {side} normalize_before "
+                         f"is set with alpha = {layer.alpha}")
 
 
 class DeepNormEncoderLayer(TransformerEncoderLayerBase):
@@ -33,9 +36,9 @@ class DeepNormEncoderLayer(TransformerEncoderLayerBase):
 
     def __init__(self, cfg, alpha: float, beta: float, return_fc: bool = False):
         super().__init__(cfg, return_fc=return_fc)
-        _check_post_ln(self, "encoder")
         self.alpha = alpha
         self.beta = beta
+        _check_post_ln(self, "encoder")
         deepnorm_init_(self, beta)
 
     def residual_connection(self, x, residual):
@@ -53,9 +56,9 @@ class DeepNormDecoderLayer(TransformerDecoderLayerBase):
 
     def __init__(self, cfg, alpha: float, beta: float, no_encoder_attn: bool = False):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
-        _check_post_ln(self, "decoder")
         self.alpha = alpha
         self.beta = beta
+        _check_post_ln(self, "decoder")
         deepnorm_init_(self, beta)
 
     def residual_connection(self, x, residual):

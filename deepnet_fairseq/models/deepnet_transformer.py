@@ -2,13 +2,15 @@
 
 A fairseq ``TransformerModel`` (Post-LN) whose encoder and decoder layers are DeepNorm layers:
 alpha and beta come from the actual depths at build time (``constants.encoder_decoder``) unless
-overridden with ``--deepnorm-{encoder,decoder}-{alpha,beta}``.
+overridden with ``--deepnorm-{encoder,decoder}-{alpha,beta}``. ``--deepnorm-constants`` selects
+the optimizer-aware forms of ``constants.encoder_decoder_for`` instead of the paper's (the
+``pre_ln_*`` forms build Pre-LN layers with alpha = 1).
 """
 
 from dataclasses import dataclass, field
 from typing import Optional
 
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import (
@@ -50,6 +52,13 @@ class DeepNormConfig(FairseqDataclass):
         metadata={"help": _OVERRIDE_HELP.format(
             what="init gain beta", side="decoder", formula="(12M)^(-1/4)")},
     )
+    deepnorm_constants: ChoiceEnum(constants.CONSTANT_FORMS) = field(
+        default="paper",
+        metadata={"help": "which constants to use: 'paper' (Figure 2 of Wang et al. 2022), or the "
+                  "optimizer-aware forms of Su (2022) extended to encoder-decoder by this plugin "
+                  "('sgd', 'adam', 'lamb'; 'pre_ln_sgd', 'pre_ln_adam', 'pre_ln_lamb' build "
+                  "Pre-LN layers with alpha = 1); see deepnet_fairseq/constants.py"},
+    )
 
 
 _OVERRIDABLE = ("encoder_alpha", "encoder_beta", "decoder_alpha", "decoder_beta")
@@ -62,7 +71,9 @@ def deepnorm_constants(cfg) -> constants.DeepNormConstants:
     else:
         encoder_layers, decoder_layers = cfg.encoder_layers, cfg.decoder_layers
     overrides = {name: getattr(cfg, f"deepnorm_{name}", None) for name in _OVERRIDABLE}
-    return constants.encoder_decoder(encoder_layers, decoder_layers).with_overrides(**overrides)
+    form = getattr(cfg, "deepnorm_constants", None) or "paper"
+    return constants.encoder_decoder_for(encoder_layers, decoder_layers, form).with_overrides(
+        **overrides)
 
 
 class DeepNetEncoder(TransformerEncoderBase):
@@ -105,12 +116,23 @@ class DeepNetTransformerModel(TransformerModel):
 def _validate(args) -> None:
     """Reject settings DeepNorm is not defined for, while fairseq parses the arguments
     (the arch hook runs there), so that a bad run stops before it writes anything."""
+    form = args.deepnorm_constants
+    if constants.is_pre_ln_form(form):
+        # the Pre-LN forms are defined for Pre-LN layers (and alpha = 1): set them here; this
+        # hook also runs again when fairseq rebuilds the model from a checkpoint's args
+        for side in ("encoder", "decoder"):
+            setattr(args, f"{side}_normalize_before", True)
+        for side in ("encoder", "decoder"):
+            if getattr(args, f"deepnorm_{side}_alpha", None) not in (None, 1.0):
+                raise ValueError(f"--deepnorm-{side}-alpha cannot be used with "
+                                 f"--deepnorm-constants {form}: Pre-LN has no skip-path scale")
     for side in ("encoder", "decoder"):
-        if getattr(args, f"{side}_normalize_before", False):
+        if getattr(args, f"{side}_normalize_before", False) and not constants.is_pre_ln_form(form):
             raise ValueError(
                 f"--{side}-normalize-before cannot be used with a DeepNet architecture "
                 f"(--arch {args.arch}): DeepNorm is a Post-LN method. Drop the flag, or train "
-                f"Pre-LN with --arch transformer --{side}-normalize-before."
+                f"Pre-LN with --arch transformer --{side}-normalize-before (or DeepNorm's "
+                f"Pre-LN form with --deepnorm-constants pre_ln_adam)."
             )
     deepnorm_constants(args)  # raises on non-positive depths or alpha/beta overrides
 
@@ -120,6 +142,7 @@ def deepnet_base_architecture(args):
     """Base size (512 hidden, 2048 FFN, 8 heads); depth from --encoder/--decoder-layers."""
     for name in _OVERRIDABLE:
         setattr(args, f"deepnorm_{name}", getattr(args, f"deepnorm_{name}", None))
+    args.deepnorm_constants = getattr(args, "deepnorm_constants", None) or "paper"
     base_architecture(args)
     _validate(args)
 

@@ -1,0 +1,356 @@
+"""The compared methods' Transformer layers: each is a residual rule plus an init rule.
+
+A method is a small mixin over fairseq's own layers (``TransformerEncoderLayerBase`` /
+``TransformerDecoderLayerBase``), as DeepNorm is in ``layers.py``: it overrides the
+``residual_connection`` hook (the residual rule), re-initialises the layer's weights in its
+constructor, before fairseq wraps the layer for activation checkpointing / FSDP (the init rule),
+and where it must, swaps a sub-module (LayerNorm -> identity) or adds one through a forward hook.
+Only DLCL changes what flows between layers, and it does so by wrapping the layer's forward.
+
+fairseq's layers compute, per sub-layer, ``x = LN(residual_connection(dropout(G(x)), residual))``
+(Post-LN) or ``x = residual_connection(dropout(G(LN(x))), residual)`` (Pre-LN); tensors are
+time-first, T x B x C. Every layer gets ``index`` (1-based position in its stack) and reads the
+stack's depth and the method's options from ``cfg`` (fairseq keeps every parsed option on it).
+
+Where a paper leaves a choice open, the choice is marked "Choice:" here and in the README.
+"""
+
+import math
+from typing import Dict, List
+
+import torch
+import torch.nn as nn
+from fairseq.modules import LayerNorm
+from fairseq.modules.transformer_layer import (
+    TransformerDecoderLayerBase,
+    TransformerEncoderLayerBase,
+)
+
+from . import constants
+
+ATTENTIONS = ("self_attn", "encoder_attn")
+PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+
+
+def linears(layer: nn.Module) -> Dict[str, nn.Linear]:
+    """The weight matrices of a layer by role: fc1, fc2, {self,encoder}_attn.{q,k,v,out}_proj."""
+    modules = dict(layer.named_modules())
+    roles = ["fc1", "fc2"] + [f"{a}.{p}" for a in ATTENTIONS for p in PROJECTIONS]
+    return {role: modules[role] for role in roles if role in modules}
+
+
+def value_path(role: str) -> bool:
+    """Whether a role carries the residual branch's signal (not q/k, which only weight it)."""
+    return not role.endswith(("q_proj", "k_proj"))
+
+
+class MethodLayer:
+    """Mixin base: stores ``index``, ``side`` ("encoder"/"decoder") and ``depth``, then calls
+    ``setup(cfg)``, where a method adds its parameters and applies its init rule."""
+
+    def __init__(self, cfg, index: int, **kwargs):
+        super().__init__(cfg, **kwargs)
+        self.index = index
+        self.side = "decoder" if isinstance(self, TransformerDecoderLayerBase) else "encoder"
+        self.depth = getattr(cfg, self.side).layers
+        self.setup(cfg)
+
+    def setup(self, cfg) -> None:
+        pass
+
+    @property
+    def num_sublayers(self) -> int:
+        return 3 if getattr(self, "encoder_attn", None) is not None else 2
+
+    def extra_repr(self) -> str:
+        return f"{self.side} layer {self.index}/{self.depth}"
+
+
+class PerSublayer(MethodLayer):
+    """For rules with one parameter per sub-layer: ``residual_connection`` is called once per
+    sub-layer, in order (self-attention, cross-attention, FFN); we count the calls from the start
+    of each forward and hand the index to ``sublayer_residual``. A decoder layer that has a
+    cross-attention must be given ``encoder_out`` (always so in translation)."""
+
+    def forward(self, *args, **kwargs):
+        self._sublayer = 0
+        return super().forward(*args, **kwargs)
+
+    def residual_connection(self, x, residual):
+        i, self._sublayer = self._sublayer, self._sublayer + 1
+        return self.sublayer_residual(i, x, residual)
+
+    def sublayer_residual(self, i: int, x, residual):
+        raise NotImplementedError
+
+
+class NoLayerNorm(MethodLayer):
+    """Removes the layer's LayerNorms (ReZero, Fixup, T-Fixup): in Post-LN mode each sub-layer
+    becomes ``residual_connection(dropout(G(x)), x)``."""
+
+    def setup(self, cfg):
+        if self.normalize_before:
+            raise ValueError("LayerNorm-free methods are built from Post-LN layers")
+        for name in ("self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm"):
+            if getattr(self, name, None) is not None:
+                setattr(self, name, nn.Identity())
+        super().setup(cfg)
+
+
+def _reinit_(layer, init_weight) -> None:
+    """Re-draw every weight matrix of the layer with ``init_weight(role, weight)``, biases 0."""
+    for role, linear in linears(layer).items():
+        init_weight(role, linear.weight)
+        if linear.bias is not None:
+            nn.init.zeros_(linear.bias)
+
+
+# --- DS-Init ---------------------------------------------------------------------------------
+
+class DSInit(MethodLayer):
+    """DS-Init (Zhang, Titov & Sennrich 2019): Post-LN; every weight matrix of layer l is
+    Xavier-uniform with gain alpha / sqrt(l). Choice: biases start at zero (the paper's code
+    zero-initialises them); the merged attention of the same paper is not part of DS-Init."""
+
+    def setup(self, cfg):
+        self.gain = constants.ds_init_gain(self.index, cfg.ds_init_alpha)
+        _reinit_(self, lambda role, w: nn.init.xavier_uniform_(w, gain=self.gain))
+
+
+# --- Lipschitz-constrained init ---------------------------------------------------------------
+
+class Lipschitz(MethodLayer):
+    """Lipschitz-constrained initialisation (Xu et al. 2020, arXiv 1911.03179): Post-LN (the
+    paper's "v1" order) with every weight matrix drawn from U(+-1/sqrt(fan_in)) (Kaiming-uniform
+    with gain sqrt(1/3): a third of the variance-preserving value) and zero biases, so that the
+    sum entering each LayerNorm has a standard deviation below one and the LN does not shrink
+    the residual. Choice: as in the authors' code for layers; embeddings keep fairseq's init."""
+
+    def setup(self, cfg):
+        def draw(role, weight):
+            bound = 1.0 / math.sqrt(weight.size(1))
+            nn.init.uniform_(weight, -bound, bound)
+        _reinit_(self, draw)
+
+
+# --- Admin ------------------------------------------------------------------------------------
+
+class Admin(PerSublayer):
+    """Admin (Liu et al. 2020): Post-LN with ``LN(omega_i * x + G(x))``, omega_i a learnable
+    vector per sub-layer. omega starts at one and is set by a profiling pass on the first
+    training batch (``profile_admin_``): omega_i = sqrt(sum_{j<i} Var[y_j]), the y_j being the
+    stack's input (embeddings) and the outputs of the sub-layers before i in the same stack,
+    measured in the plain Post-LN network (omega = 1). Choices: the stack input counts as y_0;
+    each stack (encoder, decoder) accumulates separately; profiling runs without dropout."""
+
+    def setup(self, cfg):
+        self.omega = nn.Parameter(torch.ones(self.num_sublayers, self.embed_dim))
+        self.profile: List[float] = None  # set to a list to record variances
+
+    def sublayer_residual(self, i, x, residual):
+        if self.profile is not None:
+            if self.index == 1 and i == 0:
+                self.profile.append(residual.detach().float().var().item())
+            self.profile.append(x.detach().float().var().item())
+        return residual * self.omega[i] + x
+
+
+def profile_admin_(model, sample_input: dict) -> None:
+    """Admin's profiling pass: run ``model`` once on ``sample_input`` with omega = 1 and no
+    dropout, then set every omega_i to sqrt(sum of the variances before sub-layer i)."""
+    stacks = [[m for m in stack.modules() if isinstance(m, Admin)]
+              for stack in (model.encoder, model.decoder)]
+    was_training = model.training
+    with torch.no_grad():
+        for layers in stacks:
+            for layer in layers:
+                layer.omega.fill_(1.0)
+                layer.profile = []
+        model.eval()
+        try:
+            model(**sample_input)
+        finally:
+            model.train(was_training)
+        for layers in stacks:
+            variances = torch.tensor([v for layer in layers for v in layer.profile])
+            if torch.distributed.is_available() and torch.distributed.is_initialized():
+                torch.distributed.all_reduce(variances)  # the same omega on every worker
+                variances /= torch.distributed.get_world_size()
+            before = torch.cumsum(variances, 0)  # before[k]: y_0 .. y_k
+            k = 0
+            for layer in layers:
+                for i in range(layer.num_sublayers):
+                    layer.omega[i].fill_(before[k].sqrt().item())
+                    k += 1
+                layer.profile = None
+
+
+# --- ReZero -----------------------------------------------------------------------------------
+
+class ReZero(NoLayerNorm):
+    """ReZero (Bachlechner et al. 2020): no LayerNorm, ``x + a * G(x)`` with one learnable
+    scalar a per layer starting at 0, shared by the layer's sub-layers as in the authors' code
+    (majumderb/rezero)."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        self.resweight = nn.Parameter(torch.zeros(1))
+
+    def residual_connection(self, x, residual):
+        return residual + self.resweight * x
+
+
+# --- R-Fixup ----------------------------------------------------------------------------------
+
+class RFixup(NoLayerNorm, PerSublayer):
+    """Fixup for Transformers (Zhang, Dauphin & Ma 2019; "R-Fixup" in the DeepNet paper): no
+    LayerNorm; ``x + m_i * G(x)`` with a learnable scalar multiplier m_i per branch starting at 1;
+    the last weight layer of each branch (out_proj, fc2) starts at zero and the other value-path
+    layer (v_proj, fc1) keeps fairseq's init scaled by L^(-1/2) (Fixup's L^(-1/(2m-2)), m = 2).
+    Choices: L counts the residual branches of the layer's own stack (2N encoder, 3M decoder);
+    q/k keep fairseq's init; Fixup's scalar biases before each weight layer are not added,
+    because every fairseq Linear already has a (vector) bias, which subsumes them."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        self.multiplier = nn.Parameter(torch.ones(self.num_sublayers))
+        branches = self.depth * (3 if self.side == "decoder" else 2)
+        self.scale = constants.fixup_scale(branches, branch_depth=2)
+        with torch.no_grad():
+            for role, linear in linears(self).items():
+                if role.endswith(("out_proj", "fc2")):
+                    nn.init.zeros_(linear.weight)
+                    nn.init.zeros_(linear.bias)
+                elif role.endswith(("v_proj", "fc1")):
+                    linear.weight.mul_(self.scale)
+
+    def sublayer_residual(self, i, x, residual):
+        return residual + self.multiplier[i] * x
+
+
+# --- T-Fixup ----------------------------------------------------------------------------------
+
+class TFixup(NoLayerNorm):
+    """T-Fixup (Huang et al. 2020): no LayerNorm (and no warmup: a training setting); every
+    weight matrix Xavier-uniform (gain 1), then v, out_proj, fc1, fc2 scaled by 0.67 N^(-1/4) in
+    the encoder and (9M)^(-1/4) in the decoder (self- and cross-attention); the input embeddings
+    are scaled by (9M)^(-1/4) in the model (``models.method_transformers``). Choice: biases start
+    at zero; fairseq's sqrt(d) embedding scale is kept."""
+
+    def setup(self, cfg):
+        super().setup(cfg)
+        encoder_scale, decoder_scale = constants.t_fixup_scales(cfg.encoder.layers,
+                                                                cfg.decoder.layers)
+        self.scale = decoder_scale if self.side == "decoder" else encoder_scale
+
+        def draw(role, weight):
+            nn.init.xavier_uniform_(weight)
+            if value_path(role):
+                weight.data.mul_(self.scale)
+        _reinit_(self, draw)
+
+
+# --- NormFormer -------------------------------------------------------------------------------
+
+class NormFormer(MethodLayer):
+    """NormFormer (Shleifer et al. 2021): Pre-LN plus a LayerNorm after self-attention
+    (``attn_ln``), learnable per-head scales (``c_attn``, starting at 1) and a LayerNorm after
+    the FFN's activation (``ffn_layernorm``), for encoder and decoder. The names and positions are
+    fairseq's ``transformer_lm`` ones (head scaling after out_proj, as fairseq does; the decoder
+    layer applies them itself, the encoder layer through forward hooks). Choices: cross-attention
+    gets no extra LN, as in fairseq; the optional residual scaling (--scale-resids) is off."""
+
+    def setup(self, cfg):
+        if not self.normalize_before:
+            raise ValueError("NormFormer is built from Pre-LN layers")
+        ffn_dim = getattr(cfg, self.side).ffn_embed_dim
+        heads = self.self_attn.num_heads
+        self.attn_ln = LayerNorm(self.embed_dim)
+        self.c_attn = nn.Parameter(torch.ones(heads))
+        self.ffn_layernorm = LayerNorm(ffn_dim)
+        if self.side == "encoder":  # fairseq's decoder layer applies the three itself
+            self.self_attn.register_forward_hook(self._normformer_attention)
+            self.fc2.register_forward_pre_hook(self._normformer_ffn)
+
+    def _normformer_attention(self, module, inputs, output):
+        x, weights = output
+        tgt_len, bsz, dim = x.shape
+        heads = self.c_attn.numel()
+        x = (x.view(tgt_len, bsz, heads, dim // heads) * self.c_attn[:, None]).view_as(x)
+        return self.attn_ln(x), weights
+
+    def _normformer_ffn(self, module, inputs):
+        return (self.ffn_layernorm(inputs[0]),)
+
+
+# --- DLCL -------------------------------------------------------------------------------------
+
+class LayerAggregation(nn.Module):
+    """DLCL's dynamic linear combination of layers (Wang et al. 2019, arXiv 1906.01787) for one
+    stack of L layers: the input of layer l+1 (and the stack's output, l = L) is
+    ``sum_{k=0..l} W[l+1, k] * LN_k(y_k)``, y_0 the embeddings and y_k the output of layer k.
+    W is learnable and starts as the average, W[l+1, k] = 1 / (l+1) (the authors' "avg" init).
+    Choice: every y_k, y_0 included, has its own LayerNorm; the stack's final LN is kept.
+
+    Holds the y_k of the forward in progress (``outputs``), reset by the first layer."""
+
+    def __init__(self, num_layers: int, embed_dim: int):
+        super().__init__()
+        rows = torch.arange(1, num_layers + 2, dtype=torch.float32)[:, None]
+        weights = torch.tril(torch.ones(num_layers + 1, num_layers + 1)) / rows
+        self.weights = nn.Parameter(weights)  # row l: weights of the input of layer l+1
+        self.layer_norms = nn.ModuleList(LayerNorm(embed_dim) for _ in range(num_layers + 1))
+        self.outputs: List[torch.Tensor] = []
+
+    def push(self, y):
+        self.outputs.append(self.layer_norms[len(self.outputs)](y))
+
+    def combine(self):
+        k = len(self.outputs)
+        weights = self.weights[k - 1, :k]
+        return sum(w * y for w, y in zip(weights, self.outputs))
+
+
+class DLCL(MethodLayer):
+    """DLCL (Wang et al. 2019): Pre-LN layers whose input is ``LayerAggregation.combine`` of all
+    earlier outputs. This is the one method that changes what flows between layers, so it wraps
+    the layer's forward (fairseq's stack loop is kept): layer 1 resets the stack's aggregation
+    and stores y_0; each layer replaces its input by the combination and stores its output; the
+    last layer returns the final combination. Not combinable with --checkpoint-activations."""
+
+    def setup(self, cfg):
+        if not self.normalize_before:
+            raise ValueError("DLCL is built from Pre-LN layers")
+
+    def attach(self, aggregation: LayerAggregation) -> None:
+        # a plain attribute, not a sub-module: the stack owns (and saves) the aggregation
+        self.__dict__["aggregation"] = aggregation
+
+    def forward(self, x, *args, **kwargs):
+        agg = self.aggregation
+        if self.index == 1:
+            agg.outputs = []
+            agg.push(x)
+        out = super().forward(agg.combine(), *args, **kwargs)
+        y = out[0] if isinstance(out, tuple) else out
+        agg.push(y)
+        if self.index == self.depth:
+            y = agg.combine()
+            agg.outputs = []  # do not keep the activations alive after the forward
+        return (y, *out[1:]) if isinstance(out, tuple) else y
+
+
+# --- the layer classes ------------------------------------------------------------------------
+
+def _pair(rule):
+    encoder = type(f"{rule.__name__}EncoderLayer", (rule, TransformerEncoderLayerBase), {})
+    decoder = type(f"{rule.__name__}DecoderLayer", (rule, TransformerDecoderLayerBase), {})
+    encoder.__module__ = decoder.__module__ = __name__
+    encoder.__doc__ = decoder.__doc__ = rule.__doc__
+    return encoder, decoder
+
+
+LAYERS = {rule.__name__: _pair(rule)
+          for rule in (DSInit, Lipschitz, Admin, ReZero, RFixup, TFixup, NormFormer, DLCL)}
+"""rule name -> (encoder layer class, decoder layer class), e.g. ``ReZeroEncoderLayer``."""
+globals().update({cls.__name__: cls for pair in LAYERS.values() for cls in pair})
