@@ -2,3 +2,4 @@
 
 from . import deepnet_transformer  # noqa: F401
 from . import method_transformers  # noqa: F401
+from . import deepnet_lm  # noqa: F401
