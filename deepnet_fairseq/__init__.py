@@ -7,7 +7,7 @@ fairseq checkpoints (``checkpoint_compat``).
 
 import os
 
-from . import checkpoint_compat, models  # noqa: F401  (imported for their registrations)
+from . import checkpoint_compat, diagnostics, models  # noqa: F401  (imported for their registrations)
 
 USER_DIR = os.path.dirname(os.path.abspath(__file__))
 """The path to pass as ``--user-dir`` for this copy of the package."""

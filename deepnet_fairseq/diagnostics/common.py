@@ -1,0 +1,159 @@
+"""What the diagnostics share: building a model of a method and depth through fairseq's own
+parser, arch hook and task (as ``fairseq-train`` does), a generated reverse-copy task, atomic
+writes and progress output."""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from typing import Iterable, List, Sequence
+
+import torch
+
+from .. import USER_DIR, methods
+from ..models.deepnet_transformer import deepnet_tiny_architecture
+
+
+def tiny_width_args() -> List[str]:
+    """fairseq-train options of the 64-128-2 width, read from ``deepnet_transformer_tiny`` so the
+    sizes live in one place; applied on top of any method's options."""
+    args = argparse.Namespace()
+    deepnet_tiny_architecture(args)
+    return ["--encoder-embed-dim", str(args.encoder_embed_dim),
+            "--encoder-ffn-embed-dim", str(args.encoder_ffn_embed_dim),
+            "--encoder-attention-heads", str(args.encoder_attention_heads),
+            "--decoder-attention-heads", str(args.decoder_attention_heads)]
+
+
+def method_names(value: str) -> List[str]:
+    """argparse type of ``--methods``: comma- or space-separated names of ``methods.METHODS``."""
+    names = [name for name in value.replace(",", " ").split() if name]
+    for name in names:
+        try:
+            methods.get(name)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return names
+
+
+def add_methods_option(parser, default: Sequence[str]) -> None:
+    parser.add_argument(
+        "--methods", type=method_names, default=list(default),
+        help=f"methods to compare, comma-separated names of the method registry "
+             f"(deepnet_fairseq/methods.py; now: {', '.join(methods.METHODS)}); "
+             f"default: {','.join(default)}")
+
+
+def positive_ints(value: str) -> List[int]:
+    """argparse type: comma-separated positive integers (depths per side)."""
+    try:
+        numbers = [int(v) for v in value.replace(",", " ").split()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
+    if not numbers or min(numbers) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {value!r}")
+    return numbers
+
+
+def write_dictionary(directory: str, words: int) -> None:
+    """fairseq dictionaries (dict.src.txt, dict.tgt.txt) of ``words`` symbols w0 .. w{words-1}."""
+    os.makedirs(directory, exist_ok=True)
+    for lang in ("src", "tgt"):
+        atomic_write_text(os.path.join(directory, f"dict.{lang}.txt"),
+                          "".join(f"w{i} 1\n" for i in range(words)))
+
+
+def build_training(data_dir: str, method: str, layers: int, extra: Iterable[str] = (),
+                   seed: int = 1):
+    """(cfg, task, model, criterion) of ``method`` at ``layers``-``layers``, tiny width, on CPU,
+    through fairseq's training parser; ``extra`` are more fairseq-train options."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    argv = [data_dir, "--user-dir", USER_DIR, "--cpu", "--seed", str(seed),
+            "--source-lang", "src", "--target-lang", "tgt",
+            *methods.get(method).train_args(layers, layers), *tiny_width_args(), *extra]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    torch.manual_seed(seed)
+    task = tasks.setup_task(cfg.task)
+    model = task.build_model(cfg.model)
+    criterion = task.build_criterion(cfg.criterion)
+    return cfg, task, model, criterion
+
+
+def reverse_copy_batch(dictionary, batch_size: int, length: int, generator: torch.Generator):
+    """A fairseq translation batch (left-padded source, as fairseq's collater) of random words
+    and their reversal; all sentences have ``length`` words plus </s>."""
+    first = dictionary.nspecial
+    words = torch.randint(first, len(dictionary), (batch_size, length), generator=generator)
+    eos = torch.full((batch_size, 1), dictionary.eos())
+    target = torch.cat([words.flip(1), eos], dim=1)
+    return {
+        "id": torch.arange(batch_size),
+        "nsentences": batch_size,
+        "ntokens": target.numel(),
+        "net_input": {
+            "src_tokens": torch.cat([words, eos], dim=1),
+            "src_lengths": torch.full((batch_size,), length + 1),
+            "prev_output_tokens": torch.cat([eos, target[:, :-1]], dim=1),
+        },
+        "target": target,
+    }
+
+
+def atomic_write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_savefig(figure, path: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".png")
+    os.close(fd)
+    try:
+        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def pyplot():
+    """matplotlib's pyplot on the non-interactive Agg backend, with a clear error if missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("error: matplotlib is needed for the plots: pip install matplotlib")
+    matplotlib.use("Agg")
+    import logging
+
+    import matplotlib.pyplot as plt
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq sets the root to DEBUG
+    return plt
+
+
+class Progress:
+    """One-line progress messages on stderr, with elapsed time."""
+
+    def __init__(self, prog: str, quiet: bool = False):
+        self.prog, self.quiet, self.start = prog, quiet, time.time()
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{self.prog} {time.time() - self.start:6.0f}s] {message}", file=sys.stderr,
+                  flush=True)

@@ -1,0 +1,250 @@
+"""Depth study: train tiny (64-128-2) models of each method at several depths with identical
+settings for a fixed number of updates, and report trained / stalled / diverged and the final
+validation loss per method and depth (the paper's Table 1, at tiny scale, on CPU).
+
+Every run is a real ``fairseq-train`` (``--user-dir deepnet_fairseq``, the method's options
+from ``deepnet_fairseq/methods.py``, the 64-128-2 width, ``--criterion cross_entropy``), on a
+generated reverse-copy corpus (binarised with fairseq-preprocess into OUTPUT/data) or on any
+binarised translation directory given with --data (e.g. Multi30k from scripts/quickstart.sh:
+--data runs/quickstart-smoke/bin --source-lang en --target-lang de). Status of a run:
+
+  diverged  the loss became non-finite (fairseq stops with "gradients are Nan/Inf")
+  stalled   final validation loss not below the source-blind baseline minus --margin bits;
+            the baseline is the entropy of the unigram distribution of the validation targets,
+            the loss of a model that ignores the source
+  trained   otherwise
+
+Each finished run is stored in OUTPUT/runs/METHOD-N.json and reused when the command is
+repeated with the same settings (--force reruns); the results are depth_study.{csv,md,png}.
+
+    deepnet-depth-study --output-dir runs/depth-study               # 6L-6L .. 500L-500L
+    deepnet-depth-study --depths 6,18 --updates 50 --output-dir /tmp/ds   # a quick look
+"""
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from typing import Dict, List
+
+from .. import USER_DIR, methods
+from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
+                     positive_ints, pyplot, tiny_width_args)
+
+FIELDS = ("method", "encoder_layers", "decoder_layers", "status", "valid_loss", "baseline",
+          "last_train_loss", "updates", "seconds")
+
+
+def get_parser():
+    parser = argparse.ArgumentParser(prog="deepnet-depth-study", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_methods_option(parser, default=("post_ln", "pre_ln", "deepnet"))
+    parser.add_argument("--depths", type=positive_ints, default=[6, 18, 50, 100, 200, 500],
+                        help="layers per side, comma-separated (6,18,50,100,200,500)")
+    parser.add_argument("--updates", type=int, default=200, help="updates per run (200)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
+    parser.add_argument("--warmup", type=int, default=50,
+                        help="warmup updates of the inverse_sqrt schedule (50)")
+    parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per batch (1024)")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every run (1)")
+    parser.add_argument("--margin", type=float, default=0.5,
+                        help="bits below the source-blind baseline a run must reach (0.5)")
+    parser.add_argument("--data", help="binarised fairseq translation data (default: generate)")
+    parser.add_argument("--source-lang", default="src")
+    parser.add_argument("--target-lang", default="tgt")
+    parser.add_argument("--fairseq-args", default="",
+                        help="more fairseq-train options for every run, one quoted string")
+    parser.add_argument("--output-dir", default="depth-study", help="(./depth-study)")
+    parser.add_argument("--force", action="store_true", help="rerun runs already stored")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    return parser
+
+
+def generate_data(directory: str, progress) -> str:
+    """A reverse-copy corpus (random words and their reversal), binarised by fairseq."""
+    bin_dir = os.path.join(directory, "bin")
+    if os.path.isfile(os.path.join(bin_dir, "dict.tgt.txt")):
+        return bin_dir
+    progress(f"generating and binarising a reverse-copy corpus in {directory}")
+    raw = os.path.join(directory, "raw")
+    os.makedirs(raw, exist_ok=True)
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(100)]
+    for split, count in (("train", 4000), ("valid", 200)):
+        src, tgt = [], []
+        for _ in range(count):
+            sentence = [rng.choice(words) for _ in range(rng.randint(4, 12))]
+            src.append(" ".join(sentence) + "\n")
+            tgt.append(" ".join(reversed(sentence)) + "\n")
+        atomic_write_text(os.path.join(raw, f"{split}.src"), "".join(src))
+        atomic_write_text(os.path.join(raw, f"{split}.tgt"), "".join(tgt))
+    tmp = bin_dir + ".tmp"
+    subprocess.run(["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+                    "--trainpref", os.path.join(raw, "train"),
+                    "--validpref", os.path.join(raw, "valid"), "--destdir", tmp,
+                    "--joined-dictionary", "--workers", "1"],
+                   check=True, capture_output=True)
+    os.replace(tmp, bin_dir)
+    return bin_dir
+
+
+def unigram_baseline(data: str, src: str, tgt: str) -> float:
+    """Entropy (bits per token, </s> included) of the validation targets' unigram distribution."""
+    from fairseq.data import Dictionary, data_utils
+
+    dictionary = Dictionary.load(os.path.join(data, f"dict.{tgt}.txt"))
+    prefix = os.path.join(data, f"valid.{src}-{tgt}.{tgt}")
+    dataset = data_utils.load_indexed_dataset(prefix, dictionary)
+    if dataset is None:
+        sys.exit(f"error: no validation set {prefix}.{{bin,idx}} in {data}")
+    counts = Counter()
+    for i in range(len(dataset)):
+        counts.update(dataset[i].tolist())
+    total = sum(counts.values())
+    return -sum(c / total * math.log2(c / total) for c in counts.values())
+
+
+def train_command(args, data: str, method: str, layers: int) -> List[str]:
+    return ["fairseq-train", data, "--user-dir", USER_DIR, "--cpu", "--task", "translation",
+            "--source-lang", args.source_lang, "--target-lang", args.target_lang,
+            *methods.get(method).train_args(layers, layers), *tiny_width_args(),
+            "--share-all-embeddings", "--dropout", "0.0",
+            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", str(args.lr),
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup),
+            "--criterion", "cross_entropy", "--max-tokens", str(args.max_tokens),
+            "--max-update", str(args.updates), "--seed", str(args.seed), "--no-save",
+            "--log-format", "json", "--log-interval", "10", *args.fairseq_args.split()]
+
+
+def last_record(log: str, tag: str) -> Dict:
+    records = [json.loads(line[line.index("{"):]) for line in log.splitlines()
+               if f"| {tag} |" in line and "{" in line]
+    return records[-1] if records else {}
+
+
+def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
+    start = time.time()
+    proc = subprocess.run(train_command(args, data, method, layers), capture_output=True,
+                          text=True)
+    log = proc.stdout + proc.stderr
+    valid, train = last_record(log, "valid"), last_record(log, "train_inner")
+    valid_loss = float(valid.get("valid_loss", "nan"))
+    if proc.returncode != 0 and not re.search(r"Nan/Inf|FloatingPointError|non-finite", log):
+        raise RuntimeError(f"fairseq-train failed for {method} {layers}L-{layers}L:\n"
+                           f"{log[-3000:]}")
+    if proc.returncode != 0 or not math.isfinite(valid_loss):
+        status = "diverged"
+    elif valid_loss < baseline - args.margin:
+        status = "trained"
+    else:
+        status = "stalled"
+    return dict(method=method, encoder_layers=layers, decoder_layers=layers, status=status,
+                valid_loss=valid_loss, baseline=baseline,
+                last_train_loss=float(train.get("loss", "nan")),
+                updates=int(float(valid.get("valid_num_updates", train.get("num_updates", 0)))),
+                seconds=round(time.time() - start, 1))
+
+
+def markdown_table(rows: List[Dict], baseline: float) -> str:
+    depths = sorted({r["encoder_layers"] for r in rows})
+    lines = ["| method | " + " | ".join(f"{d}L-{d}L" for d in depths) + " |",
+             "|---|" + "---|" * len(depths)]
+    for method in dict.fromkeys(r["method"] for r in rows):
+        cells = []
+        for depth in depths:
+            row = next((r for r in rows if r["method"] == method and r["encoder_layers"] == depth),
+                       None)
+            if row is None:
+                cells.append("")
+            elif row["status"] == "diverged":
+                cells.append("diverged")
+            elif row["status"] == "stalled":
+                cells.append(f"stalled ({row['valid_loss']:.2f})")
+            else:
+                cells.append(f"{row['valid_loss']:.2f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"Final validation loss (bits/token); source-blind baseline {baseline:.2f}.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: str, rows: List[Dict], baseline: float, title: str) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["encoder_layers"])
+        line, = ax.plot([r["encoder_layers"] for r in mine],
+                        [r["valid_loss"] if math.isfinite(r["valid_loss"]) else float("nan")
+                         for r in mine], marker="o", label=method)
+        for r in mine:
+            if r["status"] == "diverged":
+                ax.plot([r["encoder_layers"]], [baseline], marker="x", color=line.get_color(),
+                        markersize=10)
+    ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="source-blind baseline")
+    ax.set_xscale("log")
+    ax.set_xlabel("layers per side (N-N)")
+    ax.set_ylabel("final valid loss (bits)")
+    ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    atomic_savefig(fig, path)
+    plt.close(fig)
+
+
+def write_csv(path: str, rows: List[Dict]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
+    atomic_write_text(path, buffer.getvalue())
+
+
+def main(argv=None) -> None:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.updates <= 0 or args.max_tokens <= 0:
+        parser.error("--updates and --max-tokens must be positive")
+    progress = Progress("deepnet-depth-study", args.quiet)
+    data = args.data or generate_data(os.path.join(args.output_dir, "data"), progress)
+    if not os.path.isfile(os.path.join(data, f"dict.{args.target_lang}.txt")):
+        parser.error(f"{data} is not a binarised fairseq directory with dict.{args.target_lang}.txt")
+    baseline = unigram_baseline(data, args.source_lang, args.target_lang)
+    rows = []
+    for layers in args.depths:
+        for method in args.methods:
+            record = os.path.join(args.output_dir, "runs", f"{method}-{layers}.json")
+            settings = train_command(args, data, method, layers)
+            if os.path.isfile(record) and not args.force:
+                with open(record) as f:
+                    stored = json.load(f)
+                if stored.get("command") == settings:
+                    progress(f"{method} {layers}L-{layers}L: stored ({stored['result']['status']})")
+                    rows.append(stored["result"])
+                    continue
+            progress(f"{method} {layers}L-{layers}L: fairseq-train, {args.updates} updates")
+            row = run_one(args, data, method, layers, baseline)
+            progress(f"  {row['status']}, valid loss {row['valid_loss']:.3f} "
+                     f"(baseline {baseline:.3f}), {row['seconds']:.0f}s")
+            atomic_write_text(record, json.dumps({"command": settings, "result": row}, indent=1))
+            rows.append(row)
+    title = (f"64-128-2, adam lr {args.lr:g} warmup {args.warmup}, {args.updates} updates, "
+             f"{args.max_tokens} tokens/batch, seed {args.seed}")
+    table = markdown_table(rows, baseline)
+    write_csv(os.path.join(args.output_dir, "depth_study.csv"), rows)
+    atomic_write_text(os.path.join(args.output_dir, "depth_study.md"), f"{title}\n\n{table}")
+    plot(os.path.join(args.output_dir, "depth_study.png"), rows, baseline, title)
+    print(table, end="")
+    print(f"wrote {os.path.join(args.output_dir, 'depth_study')}.{{csv,md,png}}")
+
+
+if __name__ == "__main__":
+    main()
