@@ -137,22 +137,32 @@ class Lipschitz(MethodLayer):
 
 class Admin(PerSublayer):
     """Admin (Liu et al. 2020): Post-LN with ``LN(omega_i * x + G(x))``, omega_i a learnable
-    vector per sub-layer. omega starts at one and is set by a profiling pass on the first
+    vector per sub-layer (``omega_init + omega_delta``). omega starts at one and is set by a profiling pass on the first
     training batch (``profile_admin_``): omega_i = sqrt(sum_{j<i} Var[y_j]), the y_j being the
     stack's input (embeddings) and the outputs of the sub-layers before i in the same stack,
     measured in the plain Post-LN network (omega = 1). Choices: the stack input counts as y_0;
     each stack (encoder, decoder) accumulates separately; profiling runs without dropout."""
 
     def setup(self, cfg):
-        self.omega = nn.Parameter(torch.ones(self.num_sublayers, self.embed_dim))
+        # omega = omega_init + omega_delta: the profiled start values live in a buffer and the
+        # learnable part starts at 0. Learning omega directly would be the same function and the
+        # same gradients, but fairseq's --fp16 optimizer keeps fp32 master copies of the
+        # parameters made before the first batch, which would undo the profiled values.
+        n, d = self.num_sublayers, self.embed_dim
+        self.register_buffer("omega_init", torch.ones(n, d))
+        self.omega_delta = nn.Parameter(torch.zeros(n, d))
         self.profile: List[float] = None  # set to a list to record variances
+
+    @property
+    def omega(self):
+        return self.omega_init + self.omega_delta
 
     def sublayer_residual(self, i, x, residual):
         if self.profile is not None:
             if self.index == 1 and i == 0:
                 self.profile.append(residual.detach().float().var().item())
             self.profile.append(x.detach().float().var().item())
-        return residual * self.omega[i] + x
+        return residual * (self.omega_init[i] + self.omega_delta[i]) + x
 
 
 def profile_admin_(model, sample_input: dict) -> None:
@@ -164,7 +174,8 @@ def profile_admin_(model, sample_input: dict) -> None:
     with torch.no_grad():
         for layers in stacks:
             for layer in layers:
-                layer.omega.fill_(1.0)
+                layer.omega_init.fill_(1.0)
+                layer.omega_delta.zero_()
                 layer.profile = []
         model.eval()
         try:
@@ -180,7 +191,7 @@ def profile_admin_(model, sample_input: dict) -> None:
             k = 0
             for layer in layers:
                 for i in range(layer.num_sublayers):
-                    layer.omega[i].fill_(before[k].sqrt().item())
+                    layer.omega_init[i].fill_(before[k].sqrt().item())
                     k += 1
                 layer.profile = None
 

@@ -202,11 +202,18 @@ def _validate(method: str, args) -> None:
             raise ValueError(
                 f"--{side}-normalize-before cannot be used with --arch {args.arch}: {method} is "
                 f"{what}. Drop the flag, or use --arch pre_ln_transformer for Pre-LN.")
-    if method == "dlcl" and getattr(args, "checkpoint_activations", False):
-        raise ValueError(
-            f"--checkpoint-activations cannot be used with --arch {args.arch}: DLCL's layer "
-            f"aggregation passes every layer's output to the later layers outside the "
-            f"checkpointed forward. Drop the flag (or reduce --max-tokens).")
+    if method == "dlcl":
+        if getattr(args, "checkpoint_activations", False):
+            raise ValueError(
+                f"--checkpoint-activations cannot be used with --arch {args.arch}: DLCL's layer "
+                f"aggregation passes every layer's output to the later layers outside the "
+                f"checkpointed forward. Drop the flag (or reduce --max-tokens).")
+        for side in ("encoder", "decoder"):
+            if getattr(args, f"{side}_layerdrop", 0) or getattr(args, f"{side}_layers_to_keep",
+                                                                   None):
+                raise ValueError(
+                    f"--{side}-layerdrop / --{side}-layers-to-keep cannot be used with --arch "
+                    f"{args.arch}: DLCL's aggregation weights are defined over all layers.")
     for side in ("encoder", "decoder"):
         constants._check_depth(f"--{side}-layers", getattr(args, f"{side}_layers"))
     if method == "ds_init":
