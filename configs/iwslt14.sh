@@ -1,0 +1,32 @@
+# shellcheck shell=bash
+# IWSLT-14 De-En (the paper's Figure 6): a depth sweep that fits one GPU.
+: "${MODEL:=iwslt}"           # [chosen] fairseq's IWSLT width 512-1024-4 (the figure's width is not restated here)
+: "${SRC:=de}"                # [paper] De->En
+: "${TGT:=en}"
+: "${DEPTHS:=10 20 50 100}"   # [chosen] layers per side, spanning the depths of Figure 6
+: "${METHODS:=deepnet post_ln pre_ln}"  # [paper] Figure 6 compares DeepNet with Post-LN and Pre-LN
+: "${VOCAB:=10000}"           # [chosen] joint sentencepiece size for ~160k sentence pairs
+: "${SPM_SENTENCES:=10000000}" # [chosen]
+: "${TRAIN_LINES:=0}"         # [chosen] 0 = all
+: "${VALID_LINES:=0}"
+: "${TEST_LINES:=0}"
+: "${MAX_LEN:=250}"           # [chosen]
+: "${LEN_RATIO:=1.5}"         # [chosen]
+: "${LR:=5e-4}"               # [chosen] fairseq IWSLT recipe
+: "${WARMUP:=4000}"           # [chosen]
+: "${ADAM_BETAS:=(0.9, 0.98)}" # [chosen]
+: "${CLIP_NORM:=0.0}"         # [chosen]
+: "${WEIGHT_DECAY:=0.0001}"   # [chosen] fairseq IWSLT recipe
+: "${DROPOUT:=0.3}"           # [chosen] fairseq IWSLT recipe (small data)
+: "${LABEL_SMOOTHING:=0.1}"   # [chosen]
+: "${TOKENS_PER_UPDATE:=4096}" # [chosen] one GPU, 4096 tokens
+: "${MAX_UPDATE:=50000}"      # [chosen]
+: "${MAX_EPOCH:=0}"           # [chosen]
+: "${SAVE_INTERVAL_UPDATES:=1000}" # [chosen]
+: "${AVERAGE_LAST:=5}"        # [chosen]
+: "${BEAM:=5}"                # [chosen]
+: "${LENPEN:=1.0}"            # [chosen]
+: "${MAX_LEN_A:=1.2}"          # [chosen] hypotheses at most 1.2 x source + 10 tokens (fairseq WMT examples)
+: "${MAX_LEN_B:=10}"
+: "${TOKENIZED_BLEU:=0}"   # [chosen] report detokenised sacreBLEU only
+: "${COMPOUND_SPLIT:=0}"      # [chosen] English target: no compounds to split

@@ -1,0 +1,34 @@
+"""Python helpers of the reproduction recipes (``scripts/wmt17``, ``scripts/opus100``,
+``scripts/iwslt14``): corpus cleaning, run classification, scoring, multi-direction decoding
+and the result table / CSV / plot. Each module is a small CLI: ``python -m
+deepnet_fairseq.recipes.<module> --help``.
+"""
+
+import contextlib
+import json
+import os
+import tempfile
+
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w"):
+    """Open a temporary file beside ``path``; rename it to ``path`` only if the block succeeds."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+            yield out
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_atomically(path: str, text: str) -> None:
+    with atomic_open(path) as out:
+        out.write(text)
+
+
+def write_json(path: str, data) -> None:
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

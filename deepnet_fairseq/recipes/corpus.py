@@ -1,0 +1,91 @@
+"""Text side of every recipe's prepare.sh, in one process: clean, train sentencepiece, encode.
+
+    python -m deepnet_fairseq.recipes.corpus --data DATA_DIR --pairs de-en,fr-en \\
+        --vocab 32000 [--spm-sentences N] [--max-len 250] [--ratio 1.5]
+
+Input: DATA_DIR/raw/{train,valid,test}.{PAIR}.{LANG} (PAIR = SRC-TGT, line-aligned text).
+Output, each step once (a finished step is skipped when re-run) and each written to a
+temporary name first:
+
+1. DATA_DIR/clean/: normalised text (``clean.py``); training pairs also filtered;
+2. DATA_DIR/spm.model: one joint sentencepiece model over all cleaned training text
+   (``deepnet_fairseq.spm``);
+3. DATA_DIR/spm/: every split encoded into pieces, ready for fairseq-preprocess.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+
+from .. import spm
+from .clean import clean
+
+SPLITS = ("train", "valid", "test")
+
+
+def _fresh(directory: str) -> str:
+    tmp = directory + ".tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    return tmp
+
+
+def _publish(tmp: str, directory: str) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    os.replace(tmp, directory)
+    open(os.path.join(directory, ".done"), "w").close()
+
+
+def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float):
+    raw, cleaned, pieces = (os.path.join(data, d) for d in ("raw", "clean", "spm"))
+    if not os.path.exists(os.path.join(cleaned, ".done")):
+        tmp = _fresh(cleaned)
+        for pair in pairs:
+            src, tgt = pair.split("-")
+            for split in SPLITS:
+                kept, total = clean(f"{raw}/{split}.{pair}.{src}", f"{raw}/{split}.{pair}.{tgt}",
+                                    src, tgt, f"{tmp}/{split}.{pair}", split == "train",
+                                    max_len, ratio)
+                print(f"clean {split}.{pair}: kept {kept} of {total} pairs", file=sys.stderr)
+                if kept == 0:
+                    raise ValueError(f"no {split} pairs left for {pair} after cleaning")
+        _publish(tmp, cleaned)
+    model = os.path.join(data, "spm.model")
+    if not os.path.exists(model):
+        inputs = [f"{cleaned}/train.{pair}.{lang}" for pair in pairs for lang in pair.split("-")]
+        print(f"sentencepiece: vocabulary {vocab} over {len(inputs)} files", file=sys.stderr)
+        spm.train(inputs, os.path.join(data, "spm"), vocab, max_sentences=spm_sentences)
+    if not os.path.exists(os.path.join(pieces, ".done")):
+        tmp = _fresh(pieces)
+        for pair in pairs:
+            for split in SPLITS:
+                for lang in pair.split("-"):
+                    name = f"{split}.{pair}.{lang}"
+                    with open(f"{cleaned}/{name}", encoding="utf-8") as src, \
+                            open(f"{tmp}/{name}", "w", encoding="utf-8") as dst:
+                        spm.encode(model, src, dst)
+        _publish(tmp, pieces)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.corpus",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="the recipe's data directory")
+    parser.add_argument("--pairs", required=True, help="comma-separated SRC-TGT pairs")
+    parser.add_argument("--vocab", type=int, required=True, help="sentencepiece vocabulary")
+    parser.add_argument("--spm-sentences", type=int, default=10_000_000,
+                        help="sentences sampled to train sentencepiece (default: %(default)s)")
+    parser.add_argument("--max-len", type=int, default=250, help="default: %(default)s words")
+    parser.add_argument("--ratio", type=float, default=1.5, help="default: %(default)s")
+    args = parser.parse_args(argv)
+    try:
+        prepare(args.data, args.pairs.split(","), args.vocab, args.spm_sentences, args.max_len,
+                args.ratio)
+    except (OSError, ValueError, RuntimeError) as err:
+        parser.error(str(err))
+
+
+if __name__ == "__main__":
+    main()

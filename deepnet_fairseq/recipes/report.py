@@ -1,0 +1,237 @@
+"""Collect a sweep's runs into the paper-shaped results: Markdown table, CSV and PNG plot.
+
+    python -m deepnet_fairseq.recipes.report --dataset wmt17 --runs WORK/runs --out WORK/results
+
+Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged/failed) and
+``RUN/eval/eval.json`` (written by evaluate.sh) under ``--runs`` and writes, atomically:
+
+* ``results.csv``: one row per run, every number, the sacreBLEU signature and the paper's value;
+* ``table.md``: WMT-17 / IWSLT-14 in the shape of the paper's Table 1 (a row per method, a
+  column per depth, "diverged" where training diverged), OPUS-100 in the shape of Table 2
+  (X->En, En->X and average per model) with the fit BLEU(d) = A ln d + B, d = N + M layers;
+  the paper's numbers beside ours;
+* ``bleu_vs_depth.png``: BLEU against the number of layers (log axis), one line per method,
+  diverged/failed runs marked on the axis, the paper's points hollow, the OPUS-100 fit drawn.
+
+The table's BLEU is the paper's metric: tokenized BLEU with compound splitting for WMT-17,
+detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14.
+"""
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+from typing import Dict, List, Optional
+
+from . import atomic_open, write_atomically
+from .paper import NOTES, PAPER, lookup
+
+MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
+COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
+           "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
+           "last_valid_loss", "num_updates", "reason", "signature"]
+
+
+def _read(path: str) -> Optional[Dict]:
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def collect(dataset: str, runs_dir: str) -> List[Dict]:
+    """One row per run directory holding a status.json."""
+    rows = []
+    for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+        status = _read(os.path.join(runs_dir, name, "status.json"))
+        if status is None:
+            continue
+        evaluation = _read(os.path.join(runs_dir, name, "eval", "eval.json")) or {}
+        n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
+        row = {key: "" for key in COLUMNS}
+        row.update(dataset=dataset, run=name, method=status["method"],
+                   label=status.get("label") or status["method"], encoder_layers=n,
+                   decoder_layers=m, layers=n + m, status=status["status"],
+                   reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
+                   last_valid_loss=status.get("last_valid_loss"))
+        if row["status"] == "ok" and not evaluation:
+            row.update(status="failed", reason="trained, but not evaluated (see evaluate.log)")
+        directions = evaluation.get("directions", {})
+        if len(directions) == 1:
+            only = next(iter(directions.values()))
+            row.update(sacrebleu=only["sacrebleu"], tok_bleu=only.get("tok_bleu", ""),
+                       signature=only["signature"])
+        elif directions:
+            row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
+                       en_x=evaluation.get("en_x", ""),
+                       signature=next(iter(directions.values()))["signature"])
+        metric = MAIN_METRIC[dataset]
+        row["bleu"] = (evaluation.get(metric) if metric in evaluation
+                       else row.get(metric.replace("_avg", ""), ""))
+        ref = lookup(dataset, row["method"], n, m) if row["label"] == row["method"] else None
+        if ref is not None:
+            row["paper_bleu"] = "diverged" if ref.bleu is None else ref.bleu
+        rows.append(row)
+    return rows
+
+
+def fit_log(points):
+    """Least-squares BLEU = A ln d + B over (d, bleu) points; None with fewer than 2 depths."""
+    if len({d for d, _ in points}) < 2:
+        return None
+    xs = [math.log(d) for d, _ in points]
+    ys = [b for _, b in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    a = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return a, my - a * mx
+
+
+def fits(rows: List[Dict]) -> Dict[str, tuple]:
+    by_label: Dict[str, list] = {}
+    for row in rows:
+        if row["status"] == "ok" and row["bleu"] != "":
+            by_label.setdefault(row["label"], []).append((row["layers"], float(row["bleu"])))
+    return {label: fit for label, pts in by_label.items() if (fit := fit_log(pts))}
+
+
+def _cell(row: Optional[Dict]) -> str:
+    if row is None:
+        return ""
+    return f"{row['bleu']}" if row["status"] == "ok" else row["status"]
+
+
+def _paper(value) -> str:
+    return "" if value in ("", None) else f" (paper {value})"
+
+
+def markdown(dataset: str, rows: List[Dict]) -> str:
+    out = [f"# {dataset}: BLEU by depth\n"]
+    metric = {"tok_bleu": "tokenized BLEU with compound splitting (the paper's metric)",
+              "sacrebleu": "detokenised sacreBLEU",
+              "sacrebleu_avg": "detokenised sacreBLEU, averaged over directions"}[MAIN_METRIC[dataset]]
+    out.append(f"BLEU: {metric}; the paper's number in parentheses where it reports one.\n")
+    if dataset == "opus100":
+        out.append("| model | layers | X->En | En->X | Avg |")
+        out.append("|---|---|---|---|---|")
+        for row in sorted(rows, key=lambda r: (r["label"], r["layers"])):
+            ok = row["status"] == "ok"
+            out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L "
+                       f"| {row['layers']} | {row['x_en'] if ok else ''} "
+                       f"| {row['en_x'] if ok else ''} "
+                       f"| {_cell(row)}{_paper(row['paper_bleu'])} |")
+        fitted = fits(rows)
+        if fitted:
+            out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
+            for label, (a, b) in sorted(fitted.items()):
+                out.append(f"- {label}: BLEU(d) = {a:.3f} ln d + {b:.3f}")
+    else:
+        depths = sorted({(r["encoder_layers"], r["decoder_layers"]) for r in rows})
+        labels = sorted({r["label"] for r in rows})
+        index = {(r["label"], r["encoder_layers"], r["decoder_layers"]): r for r in rows}
+        out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
+        out.append("|---|" + "---|" * len(depths))
+        for label in labels:
+            cells = []
+            for n, m in depths:
+                row = index.get((label, n, m))
+                cells.append(_cell(row) + (_paper(row["paper_bleu"]) if row else ""))
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        if MAIN_METRIC[dataset] != "sacrebleu":
+            out.append("\nDetokenised sacreBLEU of the same runs:\n")
+            out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
+            out.append("|---|" + "---|" * len(depths))
+            for label in labels:
+                cells = [(str(index[(label, n, m)]["sacrebleu"]) if (label, n, m) in index
+                          and index[(label, n, m)]["status"] == "ok" else "") for n, m in depths]
+                out.append(f"| {label} | " + " | ".join(cells) + " |")
+    if PAPER.get(dataset):
+        out.append("\nThe paper's numbers:\n")
+        for ref in PAPER[dataset]:
+            value = "diverged" if ref.bleu is None else ref.bleu
+            out.append(f"- {ref.label} {ref.encoder_layers}L-{ref.decoder_layers}L: {value}")
+    out.append(f"\n{NOTES[dataset]}")
+    problems = [r for r in rows if r["status"] != "ok"]
+    if problems:
+        out.append("\nRuns that did not finish:\n")
+        out.extend(f"- {r['run']}: {r['status']} — {r['reason']}" for r in problems)
+    signatures = sorted({r["signature"] for r in rows if r["signature"]})
+    if signatures:
+        out.append("\nsacreBLEU signature: " + "; ".join(f"`{s}`" for s in signatures))
+    return "\n".join(out) + "\n"
+
+
+def write_csv(path: str, rows: List[Dict]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, buffer.getvalue())
+
+
+def plot(path: str, dataset: str, rows: List[Dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    colours = {}
+    for label in sorted({r["label"] for r in rows}):
+        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["layers"])
+        ok = [(r["layers"], float(r["bleu"])) for r in mine if r["status"] == "ok" and r["bleu"] != ""]
+        line, = ax.plot([d for d, _ in ok], [b for _, b in ok], "o-", label=label)
+        colours[label] = line.get_color()
+        bad = [r["layers"] for r in mine if r["status"] != "ok"]
+        if bad:
+            ax.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
+                    clip_on=False, label=f"{label}: diverged/failed")
+    for ref in PAPER.get(dataset, []):
+        if ref.bleu is not None:
+            ax.plot(ref.encoder_layers + ref.decoder_layers, ref.bleu, "o", mfc="none",
+                    color=colours.get(ref.method, "grey"), markersize=9)
+    if any(ref.bleu is not None for ref in PAPER.get(dataset, [])):
+        ax.plot([], [], "o", mfc="none", color="grey", label="paper")
+    if dataset == "opus100":
+        for label, (a, b) in fits(rows).items():
+            ds = sorted({r["layers"] for r in rows if r["label"] == label})
+            xs = [ds[0] * (ds[-1] / ds[0]) ** (i / 50) for i in range(51)]
+            ax.plot(xs, [a * math.log(x) + b for x in xs], "--", color=colours[label],
+                    label=f"{label}: {a:.2f} ln d + {b:.2f}")
+    ax.set_xscale("log")
+    ax.set_xlabel("layers (encoder + decoder)")
+    ax.set_ylabel("BLEU")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{dataset}: BLEU vs depth")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.report",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True, choices=sorted(MAIN_METRIC))
+    parser.add_argument("--runs", required=True, help="directory of run directories")
+    parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")
+    args = parser.parse_args(argv)
+    rows = collect(args.dataset, args.runs)
+    if not rows:
+        parser.error(f"no runs with a status.json under {args.runs}")
+    os.makedirs(args.out, exist_ok=True)
+    write_csv(os.path.join(args.out, "results.csv"), rows)
+    table = markdown(args.dataset, rows)
+    write_atomically(os.path.join(args.out, "table.md"), table)
+    plot(os.path.join(args.out, "bleu_vs_depth.png"), args.dataset, rows)
+    print(table)
+    print(f"wrote {args.out}/table.md, results.csv, bleu_vs_depth.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Classify a finished training run as ok, diverged or failed, from its fairseq-train log.
+
+    python -m deepnet_fairseq.recipes.runlog --log train.log --exit-code 0 \\
+        --vocab-size 32008 --out status.json [--meta KEY=VALUE ...]
+
+The paper's Table 1 writes "diverged" where a model could not be trained; here a run is
+
+* **diverged** when fairseq stopped on non-finite numbers (``FloatingPointError``: NaN/Inf
+  gradients in fp32, or the fp16 loss scale fell below ``--min-loss-scale``), when a logged
+  loss is NaN/Inf, or when the last validation loss is no better than a uniform guess over
+  the vocabulary (``log2(vocab size)`` bits; fairseq logs losses in base 2);
+* **failed** when fairseq-train exited non-zero for any other reason (out of memory, a bad
+  option, a killed job): a failed run is retried by the sweep, a diverged one is not;
+* **ok** otherwise.
+
+The status JSON (written atomically) also holds the last validation loss and update count.
+"""
+
+import argparse
+import math
+import re
+import sys
+from typing import Dict, Optional
+
+from . import write_json
+
+_DIVERGED = re.compile(r"FloatingPointError|Minimum loss scale reached|gradients are Nan/Inf"
+                       r"|\bloss=(nan|inf|-inf)\b", re.IGNORECASE)
+_VALID = re.compile(r"\| valid \|.*?\bloss (\S+)")
+_UPDATES = re.compile(r"num_updates[= ](\d+)")
+_ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def classify(log_text: str, exit_code: int, vocab_size: int) -> Dict:
+    valid = [_float(v) for v in _VALID.findall(log_text)]
+    updates = [int(u) for u in _UPDATES.findall(log_text)]
+    last_valid: Optional[float] = valid[-1] if valid else None
+    result = {"last_valid_loss": last_valid, "num_updates": max(updates) if updates else 0}
+    uniform = math.log2(vocab_size)
+    diverged = _DIVERGED.search(log_text)
+    if diverged:
+        result.update(status="diverged", reason=f"fairseq reported: {diverged.group(0)}")
+    elif exit_code != 0:
+        errors = [m.group(0) for m in _ERROR.finditer(log_text)]
+        reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"
+        result.update(status="failed", reason=reason[:300])
+    elif last_valid is not None and not (last_valid < uniform):
+        result.update(status="diverged",
+                      reason=f"last validation loss {last_valid} >= log2(vocab) = {uniform:.2f} "
+                             "(no better than a uniform guess)")
+    elif last_valid is None:
+        result.update(status="failed", reason="no validation loss in the log")
+    else:
+        result.update(status="ok", reason="")
+    return result
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.runlog",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log", required=True, help="fairseq-train output")
+    parser.add_argument("--exit-code", type=int, required=True, help="fairseq-train's exit status")
+    parser.add_argument("--vocab-size", type=int, required=True, help="target dictionary size")
+    parser.add_argument("--out", required=True, help="status JSON to write")
+    parser.add_argument("--meta", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra fields stored as they are (method, layers, ...)")
+    args = parser.parse_args(argv)
+    with open(args.log, encoding="utf-8", errors="replace") as handle:
+        result = classify(handle.read(), args.exit_code, args.vocab_size)
+    for item in args.meta:
+        key, _, value = item.partition("=")
+        result[key] = int(value) if value.isdigit() else value
+    write_json(args.out, result)
+    print(f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""),
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Score fairseq-generate output: detokenised sacreBLEU (with its signature) and, optionally,
+tokenized BLEU with compound splitting (the paper's WMT-17 metric); averages over directions.
+
+    python -m deepnet_fairseq.recipes.score --out eval.json [--tokenized-bleu] [--compound-split] \\
+        --direction en-de generate-test.txt test.de [--direction de-en ... ...]
+
+GENERATE_OUTPUT is fairseq-generate's stdout (or its ``--results-path`` file) with
+``--bpe sentencepiece``, so its ``D-<id>`` lines are detokenised hypotheses; REFERENCE is the
+raw reference text, one sentence a line, in the same order as the test set.
+
+* sacreBLEU: case-sensitive, its default 13a tokenisation, on detokenised text; the signature
+  is stored beside each score.
+* tokenized BLEU (``--tokenized-bleu``): hypothesis and reference Moses-tokenised
+  (sacremoses, target language), ``--compound-split`` then splits hyphenated compounds as
+  ``a ##AT##-##AT## b`` (fairseq's compound_split_bleu.sh); BLEU on those tokens with no further
+  tokenisation, as multi-bleu.perl and ``fairseq-score`` compute it.
+* X->En / En->X: unweighted means of the directions into / out of English (OPUS-100 practice).
+"""
+
+import argparse
+import re
+import statistics
+import sys
+from typing import Dict, List
+
+import sacrebleu
+from sacremoses import MosesTokenizer
+
+from . import write_json
+
+_COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def hypotheses(generate_output: str) -> List[str]:
+    """The ``D-<id>`` hypotheses of a fairseq-generate output, in test-set order."""
+    by_id = {}
+    with open(generate_output, encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("D-"):
+                head, _score, text = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+                by_id[int(head[2:])] = text
+    return [by_id[i] for i in sorted(by_id)]
+
+
+def tokenize(lines: List[str], lang: str, compound_split: bool) -> List[str]:
+    tok = MosesTokenizer(lang=lang)
+    out = [tok.tokenize(line, escape=False, return_str=True) for line in lines]
+    if compound_split:
+        # applied twice so that "a-b-c" splits fully (the regex consumes one character each side)
+        out = [_COMPOUND.sub(r"\1 ##AT##-##AT## \2", _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line))
+               for line in out]
+    return out
+
+
+def score_direction(generate_output: str, reference: str, target_lang: str,
+                    tokenized: bool, compound_split: bool) -> Dict:
+    hyps = hypotheses(generate_output)
+    with open(reference, encoding="utf-8") as handle:
+        refs = [line.rstrip("\n") for line in handle]
+    if len(hyps) != len(refs):
+        raise ValueError(f"{generate_output} has {len(hyps)} hypotheses but {reference} has "
+                         f"{len(refs)} references: decoding was incomplete or the files differ")
+    metric = sacrebleu.BLEU()
+    result = {"sacrebleu": round(metric.corpus_score(hyps, [refs]).score, 2),
+              "signature": str(metric.get_signature()), "sentences": len(refs)}
+    if tokenized:
+        tok_metric = sacrebleu.BLEU(tokenize="none", force=True)
+        result["tok_bleu"] = round(tok_metric.corpus_score(
+            tokenize(hyps, target_lang, compound_split),
+            [tokenize(refs, target_lang, compound_split)]).score, 2)
+        result["tok_bleu_kind"] = "moses-tokenized" + (", compound-split" if compound_split else "")
+    return result
+
+
+def summarise(directions: Dict[str, Dict]) -> Dict:
+    summary = {"directions": directions}
+    scores = {name: d["sacrebleu"] for name, d in directions.items()}
+    summary["sacrebleu_avg"] = round(statistics.fmean(scores.values()), 2)
+    x_en = [s for name, s in scores.items() if name.endswith("-en")]
+    en_x = [s for name, s in scores.items() if name.startswith("en-")]
+    if x_en:
+        summary["x_en"] = round(statistics.fmean(x_en), 2)
+    if en_x:
+        summary["en_x"] = round(statistics.fmean(en_x), 2)
+    return summary
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.score",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--direction", nargs=3, action="append", required=True,
+                        metavar=("SRC-TGT", "GENERATE_OUTPUT", "REFERENCE"))
+    parser.add_argument("--tokenized-bleu", action="store_true")
+    parser.add_argument("--compound-split", action="store_true")
+    parser.add_argument("--out", required=True, help="JSON to write")
+    args = parser.parse_args(argv)
+    directions = {}
+    try:
+        for name, generated, reference in args.direction:
+            target = name.split("-")[-1]
+            directions[name] = score_direction(generated, reference, target,
+                                               args.tokenized_bleu, args.compound_split)
+    except (OSError, ValueError) as err:
+        parser.error(str(err))
+    summary = summarise(directions)
+    write_json(args.out, summary)
+    for name, d in directions.items():
+        extra = f", tokenized BLEU {d['tok_bleu']}" if "tok_bleu" in d else ""
+        print(f"{name}: sacreBLEU {d['sacrebleu']}{extra}", file=sys.stderr)
+    if len(directions) > 1:
+        print(f"average sacreBLEU {summary['sacrebleu_avg']}  X->En {summary.get('x_en')}  "
+              f"En->X {summary.get('en_x')}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
