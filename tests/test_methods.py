@@ -214,6 +214,18 @@ def test_admin_omega_starts_at_one_then_is_profiled_from_the_first_training_batc
     assert all(not layer.omega_init.requires_grad for layer in layers(admin))
 
 
+def test_admin_profiling_can_be_run_before_training(toy_data):
+    from deepnet_fairseq.models.method_transformers import initialise_from_batch
+
+    admin, task, _ = build(toy_data, "admin_transformer_tiny")
+    rezero, _, _ = build(toy_data, "rezero_transformer_tiny")
+    batch = sample_batch(task)
+    initialise_from_batch(rezero, batch["net_input"])  # no-op
+    initialise_from_batch(admin, batch["net_input"])
+    assert admin.admin_profiled and admin.training  # its train mode is restored
+    assert admin.encoder.layers[1].omega[0, 0] > 1
+
+
 def test_admin_profile_is_saved_in_checkpoints(toy_data, tmp_path):
     from fairseq import checkpoint_utils
     from fairseq.trainer import Trainer

@@ -131,11 +131,24 @@ class AdminTransformerModel(MethodTransformerModel):
         self.register_buffer("admin_profiled", torch.zeros((), dtype=torch.bool))
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
-        if self.training and not bool(self.admin_profiled):
-            profile_admin_(self, dict(src_tokens=src_tokens, src_lengths=src_lengths,
-                                      prev_output_tokens=prev_output_tokens))
-            self.admin_profiled.fill_(True)
+        if self.training:
+            self.initialise_from_batch(dict(src_tokens=src_tokens, src_lengths=src_lengths,
+                                            prev_output_tokens=prev_output_tokens))
         return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
+
+    def initialise_from_batch(self, net_input: dict) -> None:
+        """Run the profiling pass on ``net_input`` unless it has run. Call it yourself to
+        measure from the profiled start (e.g. theta_0 of a model-update probe)."""
+        if not bool(self.admin_profiled):
+            profile_admin_(self, net_input)
+            self.admin_profiled.fill_(True)
+
+
+def initialise_from_batch(model, net_input: dict) -> None:
+    """Complete any data-dependent initialisation (Admin's profiling) on one batch; a no-op for
+    the other methods. Training does it by itself at the first update."""
+    if isinstance(model, AdminTransformerModel):
+        model.initialise_from_batch(net_input)
 
 
 @register_model("rezero_transformer")
