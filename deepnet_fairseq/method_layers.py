@@ -109,8 +109,9 @@ def _reinit_(layer, init_weight) -> None:
 
 class DSInit(MethodLayer):
     """DS-Init (Zhang, Titov & Sennrich 2019): Post-LN; every weight matrix of layer l is
-    Xavier-uniform with gain alpha / sqrt(l). Choice: biases start at zero (the paper's code
-    zero-initialises them); the merged attention of the same paper is not part of DS-Init."""
+    Xavier-uniform with gain alpha / sqrt(l), l counted from 1 in each stack. Choices: all six
+    projections (q, k, v, out, fc1, fc2; cross-attention too) are re-drawn and their biases start
+    at zero; the merged attention of the same paper is a separate contribution, not included."""
 
     def setup(self, cfg):
         self.gain = constants.ds_init_gain(self.index, cfg.ds_init_alpha)
