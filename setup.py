@@ -19,7 +19,11 @@ setup(
     entry_points={
         "console_scripts": [
             "deepnet-average-checkpoints=deepnet_fairseq.average_checkpoints:cli_main",
+            "deepnet-model-update=deepnet_fairseq.diagnostics.model_update:main",
+            "deepnet-plot-monitors=deepnet_fairseq.diagnostics.plot_monitors:main",
+            "deepnet-depth-study=deepnet_fairseq.diagnostics.depth_study:main",
             "deepnet-user-dir=deepnet_fairseq.cli:print_user_dir",
+            "deepnet-model-options=deepnet_fairseq.cli:print_model_options",
         ]
     },
 )

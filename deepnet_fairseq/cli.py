@@ -1,8 +1,31 @@
-"""Small command-line helpers of the plugin."""
+"""Small command-line helpers of the plugin (installed as console scripts)."""
+
+import argparse
 
 from . import USER_DIR
 
 
 def print_user_dir() -> None:
-    """Print the path to pass as ``--user-dir`` (handy when the package is pip-installed)."""
+    """deepnet-user-dir: print the path to pass as ``--user-dir`` (for a pip-installed copy)."""
     print(USER_DIR)
+
+
+def print_model_options(argv=None) -> None:
+    """deepnet-model-options: the --help of one architecture's model options.
+
+    ``fairseq-train --arch X --help`` prints its help before it reads ``--arch``, so it never
+    lists model options; this prints them, DeepNorm's overrides included.
+    """
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    ours = sorted(a for a, model in ARCH_MODEL_REGISTRY.items()
+                  if model.__module__.startswith(__package__))
+    parser = argparse.ArgumentParser(prog="deepnet-model-options", description=print_model_options.__doc__)
+    parser.add_argument("--arch", default="deepnet_transformer", choices=ours,
+                        help="architecture (default: %(default)s)")
+    args = parser.parse_args(argv)
+    model_parser = argparse.ArgumentParser(
+        prog=f"fairseq-train DATA --user-dir {USER_DIR} --arch {args.arch}", add_help=False)
+    group = model_parser.add_argument_group("model options", argument_default=argparse.SUPPRESS)
+    ARCH_MODEL_REGISTRY[args.arch].add_args(group)
+    model_parser.print_help()
