@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
-from fairseq.models import register_model, register_model_architecture
+from fairseq.models import MODEL_REGISTRY, register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
     TransformerDecoderBase,
@@ -191,22 +191,20 @@ class NormFormerTransformerModel(MethodTransformerModel):
 
 # --- architectures and their checks --------------------------------------------------------
 
-# LayerNorm placement each method is defined for: "post" (Post-LN, the --*-normalize-before
-# flags are rejected), "pre" (Pre-LN, set by the hook) or "none" (LayerNorm-free: built from
-# Post-LN layers whose LNs are removed, so the flags are rejected too).
-PLACEMENT = {"post_ln": "post", "pre_ln": "pre", "ds_init": "post", "lipschitz": "post",
-             "admin": "post", "rezero": "none", "r_fixup": "none", "t_fixup": "none",
-             "dlcl": "pre", "normformer": "pre"}
-MODELS = {"post_ln": "transformer", "pre_ln": "transformer", "ds_init": "ds_init_transformer",
-          "lipschitz": "lipschitz_transformer", "admin": "admin_transformer",
-          "rezero": "rezero_transformer", "r_fixup": "r_fixup_transformer",
-          "t_fixup": "t_fixup_transformer", "dlcl": "dlcl_transformer",
-          "normformer": "normformer_transformer"}
-_CONFIGS = {"ds_init": DSInitConfig}
+# method -> (the fairseq model it is built by, the LayerNorm placement it is defined for):
+# "post" (Post-LN; the --*-normalize-before flags are rejected), "pre" (Pre-LN, set by the
+# hook) or "none" (LayerNorm-free: Post-LN layers whose LNs are removed; flags rejected too).
+METHOD_MODELS = {
+    "post_ln": ("transformer", "post"), "pre_ln": ("transformer", "pre"),
+    "ds_init": ("ds_init_transformer", "post"), "lipschitz": ("lipschitz_transformer", "post"),
+    "admin": ("admin_transformer", "post"), "rezero": ("rezero_transformer", "none"),
+    "r_fixup": ("r_fixup_transformer", "none"), "t_fixup": ("t_fixup_transformer", "none"),
+    "dlcl": ("dlcl_transformer", "pre"), "normformer": ("normformer_transformer", "pre"),
+}
 
 
 def _validate(method: str, args) -> None:
-    placement = PLACEMENT[method]
+    placement = METHOD_MODELS[method][1]
     for side in ("encoder", "decoder"):
         if placement == "pre":
             setattr(args, f"{side}_normalize_before", True)  # idempotent: the hook runs again
@@ -235,7 +233,7 @@ def _validate(method: str, args) -> None:
 
 def _base(method: str):
     def architecture(args):
-        config = _CONFIGS.get(method)
+        config = getattr(MODEL_REGISTRY[METHOD_MODELS[method][0]], "config", None)
         for f in fields(config) if config else ():
             setattr(args, f.name, getattr(args, f.name, f.default))
         base_architecture(args)
@@ -261,6 +259,6 @@ def _tiny(method: str):
     return architecture
 
 
-for _method, _model in MODELS.items():
+for _method, (_model, _) in METHOD_MODELS.items():
     register_model_architecture(_model, f"{_method}_transformer")(_base(_method))
     register_model_architecture(_model, f"{_method}_transformer_tiny")(_tiny(_method))
