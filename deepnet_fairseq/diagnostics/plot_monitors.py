@@ -32,18 +32,19 @@ Row = Tuple[int, str, str, int, float]  # update, stat, side, layer, value
 
 
 def parse_log(lines) -> List[Row]:
-    """The per-layer monitor values of every ``train_inner`` record of a fairseq-train log."""
+    """The per-layer monitor values of every ``train_inner`` record of a fairseq-train log
+    (stdout or --log-file; json or simple format)."""
     rows: List[Row] = []
     for line in lines:
-        if "train_inner" not in line:
-            continue
+        # train_inner records carry "num_updates" (epoch summaries "train_num_updates");
+        # stdout lines start with "... | train_inner |", --log-file lines are the bare record
         if "{" in line:
             try:
                 record = json.loads(line[line.index("{"):])
             except json.JSONDecodeError:
                 continue
         else:
-            record = dict(SIMPLE_PAIR.findall(line))
+            record = dict(SIMPLE_PAIR.findall(line))  # "num_updates=4, mon_grad.enc.0=0.1"
         if "num_updates" not in record:
             continue
         update = int(float(record["num_updates"]))
