@@ -172,8 +172,11 @@ def write_csv(path: str, rows: List[Dict]) -> None:
 
 
 def plot(path: str, dataset: str, rows: List[Dict]) -> None:
+    import logging
+
     import matplotlib
 
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging set-up is verbose
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -182,7 +185,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     for label in sorted({r["label"] for r in rows}):
         mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["layers"])
         ok = [(r["layers"], float(r["bleu"])) for r in mine if r["status"] == "ok" and r["bleu"] != ""]
-        line, = ax.plot([d for d, _ in ok], [b for _, b in ok], "o-", label=label)
+        line, = ax.plot([d for d, _ in ok], [b for _, b in ok], "o-", label=label if ok else None)
         colours[label] = line.get_color()
         bad = [r["layers"] for r in mine if r["status"] != "ok"]
         if bad:

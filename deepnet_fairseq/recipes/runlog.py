@@ -44,9 +44,9 @@ def classify(log_text: str, exit_code: int, vocab_size: int) -> Dict:
     last_valid: Optional[float] = valid[-1] if valid else None
     result = {"last_valid_loss": last_valid, "num_updates": max(updates) if updates else 0}
     uniform = math.log2(vocab_size)
-    diverged = _DIVERGED.search(log_text)
+    diverged = next((line.strip() for line in log_text.splitlines() if _DIVERGED.search(line)), None)
     if diverged:
-        result.update(status="diverged", reason=f"fairseq reported: {diverged.group(0)}")
+        result.update(status="diverged", reason=f"fairseq reported: {diverged[:300]}")
     elif exit_code != 0:
         errors = [m.group(0) for m in _ERROR.finditer(log_text)]
         reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"

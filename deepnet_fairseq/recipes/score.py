@@ -45,10 +45,8 @@ def hypotheses(generate_output: str) -> List[str]:
 def tokenize(lines: List[str], lang: str, compound_split: bool) -> List[str]:
     tok = MosesTokenizer(lang=lang)
     out = [tok.tokenize(line, escape=False, return_str=True) for line in lines]
-    if compound_split:
-        # applied twice so that "a-b-c" splits fully (the regex consumes one character each side)
-        out = [_COMPOUND.sub(r"\1 ##AT##-##AT## \2", _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line))
-               for line in out]
+    if compound_split:  # one pass, as fairseq's compound_split_bleu.sh
+        out = [_COMPOUND.sub(r"\1 ##AT##-##AT## \2", line) for line in out]
     return out
 
 

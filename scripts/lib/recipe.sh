@@ -312,73 +312,38 @@ except ValueError as err:
 # ---------------------------------------------------------------------------------------------
 # Evaluation
 
-# average_for_eval: $RUN_DIR/eval.tmp/averaged.pt from the last AVERAGE_LAST update checkpoints.
-average_for_eval() {
-  local ckpts=$RUN_DIR/checkpoints
+# evaluate_main DIRECTIONS [fairseq-generate task options]: average the run's last
+# checkpoints, decode every direction (comma-separated S-T), score -> $RUN_DIR/eval/eval.json.
+evaluate_main() {
+  local directions=$1
+  shift
+  METHOD=${METHOD:-deepnet}; LAYERS=${LAYERS:-6}
+  ENC_LAYERS=${ENC_LAYERS:-$LAYERS}; DEC_LAYERS=${DEC_LAYERS:-$LAYERS}
+  RUN_NAME=${RUN_NAME:-$(run_name "$METHOD" "$ENC_LAYERS" "$DEC_LAYERS")}
+  RUN_DIR=$RUNS_DIR/$RUN_NAME
   grep -qs '"status": "ok"' "$RUN_DIR/status.json" \
     || die "$RUN_NAME has not trained successfully (no ok status in $RUN_DIR/status.json); run train.sh first"
-  EVAL_TMP=$RUN_DIR/eval.tmp
-  if [[ -f "$EVAL_TMP/averaged.pt" && "$EVAL_TMP/averaged.pt" -nt "$ckpts/checkpoint_last.pt" ]]; then
-    return  # an interrupted evaluation of the same checkpoints: resume it
+  if [[ -f "$RUN_DIR/eval/eval.json" && "$RUN_DIR/eval/eval.json" -nt "$RUN_DIR/checkpoints/checkpoint_last.pt" ]]; then
+    log "$RUN_NAME already evaluated: $RUN_DIR/eval/eval.json"; return 0
   fi
-  rm -rf "$EVAL_TMP" && mkdir -p "$EVAL_TMP"
-  local have=0 count=$AVERAGE_LAST
-  have=$(find "$ckpts" -maxdepth 1 -name 'checkpoint_*_*.pt' | wc -l)
-  if [[ "$have" -lt "$count" ]]; then
-    log "warning: $have update checkpoint(s) in $ckpts, fewer than AVERAGE_LAST=$count (short run?)"
-    count=$have
-  fi
-  if [[ "$count" -eq 0 ]]; then
-    log "evaluating checkpoint_last.pt as it is"
-    cp "$ckpts/checkpoint_last.pt" "$EVAL_TMP/averaged.pt"
-  else
-    log "averaging the last $count update checkpoints of $ckpts"
-    deepnet-average-checkpoints --inputs "$ckpts" --num-update-checkpoints "$count" \
-      --output "$EVAL_TMP/averaged.pt" >&2
-  fi
-}
-
-# generation options shared by every dataset
-generate_args() {
-  GEN_ARGS=(--user-dir "$REPO/deepnet_fairseq" --path "$EVAL_TMP/averaged.pt" --gen-subset test
+  local gen_args=(--user-dir "$REPO/deepnet_fairseq" --gen-subset test
     --beam "$BEAM" --lenpen "$LENPEN" --max-len-a "$MAX_LEN_A" --max-len-b "$MAX_LEN_B"
     --max-tokens "$((MAX_TOKENS * 2))" --bpe sentencepiece --sentencepiece-model "$DATA_DIR/spm.model"
     # fairseq 0.12.3's batch_by_size drops the last batch when its size is not a multiple of
     # --required-batch-size-multiple (8 by default): that would silently drop test sentences
     --required-batch-size-multiple 1)
-  if [[ "$DEVICE" == cpu ]]; then GEN_ARGS+=(--cpu)
-  elif [[ "$PRECISION" == fp16 ]]; then GEN_ARGS+=(--fp16)
-  elif [[ "$PRECISION" == bf16 ]]; then GEN_ARGS+=(--bf16); fi
-}
-
-# evaluate_bilingual: average, fairseq-generate SRC->TGT, score -> $RUN_DIR/eval/eval.json.
-evaluate_bilingual() {
-  need_tools fairseq-generate deepnet-average-checkpoints
-  METHOD=${METHOD:-deepnet}; LAYERS=${LAYERS:-6}
-  ENC_LAYERS=${ENC_LAYERS:-$LAYERS}; DEC_LAYERS=${DEC_LAYERS:-$LAYERS}
-  RUN_NAME=${RUN_NAME:-$(run_name "$METHOD" "$ENC_LAYERS" "$DEC_LAYERS")}
-  RUN_DIR=$RUNS_DIR/$RUN_NAME
-  if [[ -f "$RUN_DIR/eval/eval.json" && "$RUN_DIR/eval/eval.json" -nt "$RUN_DIR/checkpoints/checkpoint_last.pt" ]]; then
-    log "$RUN_NAME already evaluated: $RUN_DIR/eval/eval.json"; return 0
-  fi
-  average_for_eval
-  generate_args
-  log "fairseq-generate $SRC->$TGT, beam $BEAM, lenpen $LENPEN"
-  fairseq-generate "$BIN" "${GEN_ARGS[@]}" --source-lang "$SRC" --target-lang "$TGT" \
-    > "$EVAL_TMP/generate-test.txt" 2> "$EVAL_TMP/generate.log" \
-    || die "fairseq-generate failed; see $EVAL_TMP/generate.log"
+  if [[ "$DEVICE" == cpu ]]; then gen_args+=(--cpu)
+  elif [[ "$PRECISION" == fp16 ]]; then gen_args+=(--fp16)
+  elif [[ "$PRECISION" == bf16 ]]; then gen_args+=(--bf16); fi
   local score_args=()
-  [[ "$TOKENIZED_BLEU" == 1 ]] && score_args+=(--tokenized-bleu)
-  [[ "$COMPOUND_SPLIT" == 1 ]] && score_args+=(--compound-split)
-  "$PYTHON" -m deepnet_fairseq.recipes.score --out "$EVAL_TMP/eval.json" "${score_args[@]}" \
-    --direction "$SRC-$TGT" "$EVAL_TMP/generate-test.txt" "$DATA_DIR/raw/test.$SRC-$TGT.$TGT"
-  finish_eval
-}
-
-# finish_eval: drop the averaged weights (large; rebuilt on demand) and publish eval/.
-finish_eval() {
-  rm -f "$EVAL_TMP/averaged.pt"
-  rm -rf "$RUN_DIR/eval" && mv "$EVAL_TMP" "$RUN_DIR/eval"
+  [[ "${TOKENIZED_BLEU:-0}" == 1 ]] && score_args+=(--tokenized-bleu)
+  [[ "${COMPOUND_SPLIT:-0}" == 1 ]] && score_args+=(--compound-split)
+  log "$RUN_NAME: average the last $AVERAGE_LAST checkpoints, decode $directions (beam $BEAM, lenpen $LENPEN), score"
+  "$PYTHON" -m deepnet_fairseq.recipes.evaluate --run-dir "$RUN_DIR" --average-last "$AVERAGE_LAST" \
+    --directions "$directions" --references "$DATA_DIR/raw" "${score_args[@]}" \
+    -- "$BIN" "${gen_args[@]}" "$@" 2> "$RUN_DIR/evaluate.log" \
+    || die "evaluation failed; see $RUN_DIR/evaluate.log"
+  grep -E "sacreBLEU" "$RUN_DIR/evaluate.log" >&2 || true
   log "$RUN_NAME: results in $RUN_DIR/eval/eval.json"
 }
 
@@ -413,8 +378,7 @@ sweep_main() {
       RUN_LABEL="$label" bash "$here/train.sh" || rc=$?
     if [[ $rc -eq 0 ]]; then
       env "${overrides[@]}" METHOD="$method" ENC_LAYERS="$n" DEC_LAYERS="$m" RUN_NAME="$name" \
-        bash "$here/evaluate.sh" > "$RUNS_DIR/$name/evaluate.log" 2>&1 \
-        || log "$name: evaluation failed (see $RUNS_DIR/$name/evaluate.log); going on"
+        bash "$here/evaluate.sh" || log "$name: evaluation failed (see $RUNS_DIR/$name/evaluate.log); going on"
     elif [[ ! -f "$RUNS_DIR/$name/status.json" ]]; then
       # train.sh stopped before fairseq ran (bad option, missing tool): record it as failed
       "$PYTHON" -c 'import sys; from deepnet_fairseq.recipes import write_json

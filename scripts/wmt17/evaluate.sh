@@ -18,4 +18,4 @@ set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
 recipe_init wmt17 wmt17/evaluate "$@"
-evaluate_bilingual
+evaluate_main "$SRC-$TGT"

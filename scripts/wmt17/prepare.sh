@@ -9,7 +9,7 @@
 #
 # Data: europarl v7, commoncrawl, news-commentary v12, rapid 2016 (statmt.org WMT-17 archives,
 # ~5.9M pairs); dev newstest2016, test newstest2017 (fetched by sacrebleu). Hardware: any
-# machine with ~30 GB disk; about 1-2 hours on 8 CPU cores (cleaning and sentencepiece
+# machine with ~30 GB disk. Time (estimated): 1-2 hours on 8 CPU cores (cleaning and sentencepiece
 # dominate). Smoke size: under a minute. Re-running skips finished steps; an interrupted
 # download resumes; every step writes to a temporary name and renames when complete.
 #

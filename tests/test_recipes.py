@@ -1,0 +1,150 @@
+"""Fast checks of the reproduction recipes: shellcheck, --help, clear failures, and the Python
+helpers (run classification, scoring, table / CSV / plot / log fit) on hand-made inputs."""
+
+import glob
+import json
+import math
+import os
+import subprocess
+
+import pytest
+
+from conftest import REPO
+from deepnet_fairseq.recipes import report, runlog, score
+
+SCRIPTS = sorted(glob.glob(os.path.join(REPO, "scripts", "*", "*.sh")))
+RECIPES = [s for s in SCRIPTS if os.path.basename(os.path.dirname(s)) in ("wmt17", "opus100", "iwslt14")]
+
+
+def bash(script, env=None):
+    return subprocess.run(["bash", script], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=REPO)
+
+
+def test_every_recipe_exists():
+    names = {os.path.relpath(s, os.path.join(REPO, "scripts")) for s in RECIPES}
+    for dataset in ("wmt17", "opus100", "iwslt14"):
+        for step in ("prepare", "train", "evaluate", "sweep"):
+            assert f"{dataset}/{step}.sh" in names
+
+
+def test_shellcheck_every_script():
+    shells = SCRIPTS + glob.glob(os.path.join(REPO, "scripts", "lib", "*.sh")) + \
+        glob.glob(os.path.join(REPO, "configs", "**", "*.sh"), recursive=True)
+    proc = subprocess.run(["shellcheck", "-x", *shells], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("script", RECIPES, ids=lambda s: os.path.relpath(s, REPO))
+def test_recipe_header_and_help(script):
+    text = open(script).read()
+    assert "set -euo pipefail" in text
+    header = text.split("set -euo pipefail")[0]
+    assert "Table" in header or "Figure" in header, "header must name the paper table/figure"
+    assert "Hardware" in header and ("Time" in header or "time" in header)
+    proc = subprocess.run(["bash", script, "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "Environment" in proc.stdout
+
+
+def test_missing_data_is_a_clear_error(tmp_path):
+    proc = bash(os.path.join(REPO, "scripts", "wmt17", "train.sh"),
+                {"SIZE": "smoke", "DEVICE": "cpu", "WORK": str(tmp_path)})
+    assert proc.returncode != 0 and "run scripts/wmt17/prepare.sh first" in proc.stderr
+    proc = bash(os.path.join(REPO, "scripts", "opus100", "prepare.sh"),
+                {"SIZE": "smoke", "SOURCE": "local", "LOCAL_DIR": str(tmp_path / "nowhere"),
+                 "LANGS": "de", "WORK": str(tmp_path)})
+    assert proc.returncode != 0 and "LOCAL_DIR" in proc.stderr
+    assert not os.path.exists(tmp_path / "data" / "bin")
+
+
+def test_missing_gpu_is_a_clear_error(tmp_path):
+    if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0:
+        pytest.skip("a GPU is visible")
+    proc = bash(os.path.join(REPO, "scripts", "iwslt14", "train.sh"),
+                {"DEVICE": "cuda", "WORK": str(tmp_path)})
+    assert proc.returncode != 0 and "no NVIDIA GPU" in proc.stderr
+
+
+# ---- run classification --------------------------------------------------------------------
+
+VALID = "2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {} | nll_loss 3 | num_updates {}\n"
+
+
+def test_classify_ok_diverged_failed():
+    ok = runlog.classify(VALID.format(9.1, 10) + VALID.format(6.5, 20), 0, vocab_size=1024)
+    assert ok["status"] == "ok" and ok["last_valid_loss"] == 6.5 and ok["num_updates"] == 20
+    # worse than a uniform guess over 1024 types (10 bits): diverged even though fairseq exited 0
+    flat = runlog.classify(VALID.format(10.2, 20), 0, vocab_size=1024)
+    assert flat["status"] == "diverged" and "uniform" in flat["reason"]
+    nan = runlog.classify(VALID.format("nan", 20), 0, vocab_size=1024)
+    assert nan["status"] == "diverged"
+    fpe = runlog.classify("FloatingPointError: Minimum loss scale reached (0.0001).\n", 1, 1024)
+    assert fpe["status"] == "diverged" and "Minimum loss scale" in fpe["reason"]
+    oom = runlog.classify(VALID.format(7.0, 5) + "RuntimeError: CUDA out of memory.\n", 1, 1024)
+    assert oom["status"] == "failed" and "out of memory" in oom["reason"]
+
+
+# ---- scoring --------------------------------------------------------------------------------
+
+def test_score_reads_generate_output_in_order_and_splits_compounds(tmp_path):
+    gen = tmp_path / "generate-test.txt"
+    gen.write_text("S-1\tx\nD-1\t-0.1\tEin Rot-Wein-Glas .\nD-0\t-0.2\tDas ist gut .\n")
+    assert score.hypotheses(str(gen)) == ["Das ist gut .", "Ein Rot-Wein-Glas ."]
+    assert score.tokenize(["Rot-Wein-Glas."], "de", True) == ["Rot ##AT##-##AT## Wein ##AT##-##AT## Glas ."]
+    ref = tmp_path / "ref.de"
+    ref.write_text("Das ist gut .\nEin Rot-Wein-Glas .\n")
+    result = score.score_direction(str(gen), str(ref), "de", tokenized=True, compound_split=True)
+    assert result["sacrebleu"] == 100.0 and result["tok_bleu"] == 100.0
+    assert result["signature"].startswith("nrefs:1|case:mixed")
+    ref.write_text("Das ist gut .\n")
+    with pytest.raises(ValueError, match="hypotheses"):
+        score.score_direction(str(gen), str(ref), "de", tokenized=False, compound_split=False)
+    summary = score.summarise({"de-en": {"sacrebleu": 30.0}, "fr-en": {"sacrebleu": 20.0},
+                               "en-de": {"sacrebleu": 10.0}})
+    assert (summary["x_en"], summary["en_x"], summary["sacrebleu_avg"]) == (25.0, 10.0, 20.0)
+
+
+# ---- table, CSV, plot, fit ------------------------------------------------------------------
+
+def _fake_run(runs, name, method, n, status, bleu=None, directions=None):
+    os.makedirs(runs / name / "eval", exist_ok=True)
+    (runs / name / "status.json").write_text(json.dumps(
+        {"method": method, "encoder_layers": n, "decoder_layers": n, "status": status,
+         "label": method, "reason": "" if status == "ok" else "fairseq reported: nan"}))
+    if status == "ok":
+        dirs = directions or {"en-de": {"sacrebleu": bleu, "tok_bleu": bleu, "signature": "sig"}}
+        (runs / name / "eval" / "eval.json").write_text(json.dumps(score.summarise(dirs)))
+
+
+def test_wmt_table_has_paper_shape(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5)
+    _fake_run(runs, "deepnet-18L-18L", "deepnet", 18, "ok", 28.4)
+    _fake_run(runs, "post_ln-6L-6L", "post_ln", 6, "ok", 28.0)
+    _fake_run(runs, "post_ln-18L-18L", "post_ln", 18, "diverged")
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| method | 6L-6L | 18L-18L |" in table
+    assert "| deepnet | 27.5 (paper 27.8) | 28.4 (paper 28.8) |" in table
+    assert "| post_ln | 28.0 (paper 28.1) | diverged (paper diverged) |" in table
+    rows = (tmp_path / "out" / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("dataset,run,method") and len(rows) == 5
+    assert (tmp_path / "out" / "bleu_vs_depth.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_opus_fit_recovers_a_log_law(tmp_path):
+    runs = tmp_path / "runs"
+    for n in (6, 12, 50, 100):
+        d = 2 * n
+        bleu = round(1.5 * math.log(d) + 20.0, 6)
+        _fake_run(runs, f"deepnet-{n}L-{n}L", "deepnet", n, "ok", directions={
+            "de-en": {"sacrebleu": bleu + 1, "signature": "s"},
+            "en-de": {"sacrebleu": bleu - 1, "signature": "s"}})
+    _fake_run(runs, "post_ln-100L-100L", "post_ln", 100, "diverged")
+    (a, b), = report.fits(report.collect("opus100", str(runs))).values()
+    assert a == pytest.approx(1.5, abs=0.01) and b == pytest.approx(20.0, abs=0.05)
+    report.main(["--dataset", "opus100", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| model | layers | X->En | En->X | Avg |" in table
+    assert "deepnet: BLEU(d) = 1.50" in table and " ln d + 2" in table
+    assert "(paper 31.1)" in table and "post_ln-100L-100L: diverged" in table
