@@ -77,11 +77,11 @@ def generate_data(directory: str, progress) -> str:
     raw = os.path.join(directory, "raw")
     os.makedirs(raw, exist_ok=True)
     rng = random.Random(0)
-    words = [f"w{i}" for i in range(100)]
+    words = [f"w{i}" for i in range(30)]
     for split, count in (("train", 4000), ("valid", 200)):
         src, tgt = [], []
         for _ in range(count):
-            sentence = [rng.choice(words) for _ in range(rng.randint(4, 12))]
+            sentence = [rng.choice(words) for _ in range(rng.randint(3, 9))]
             src.append(" ".join(sentence) + "\n")
             tgt.append(" ".join(reversed(sentence)) + "\n")
         atomic_write_text(os.path.join(raw, f"{split}.src"), "".join(src))

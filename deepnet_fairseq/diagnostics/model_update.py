@@ -41,7 +41,7 @@ def get_parser():
     add_methods_option(parser, default=("post_ln", "deepnet"))
     parser.add_argument("--depths", type=positive_ints, default=[6, 18, 50, 100],
                         help="layers per side (N-N models), comma-separated; default: 6,18,50,100")
-    parser.add_argument("--steps", type=int, default=60, help="training updates per model (60)")
+    parser.add_argument("--steps", type=int, default=30, help="training updates per model (30)")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
                         help="fairseq optimizer (adam: betas 0.9,0.98) (adam)")
     parser.add_argument("--lr", type=float, default=1e-4,
@@ -49,7 +49,7 @@ def get_parser():
     parser.add_argument("--warmup", type=int, default=0,
                         help="linear warmup updates of fairseq's inverse_sqrt schedule, from lr 0; "
                              "0 = constant lr (default)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sentences per batch (16)")
+    parser.add_argument("--batch-size", type=int, default=8, help="sentences per batch (8)")
     parser.add_argument("--length", type=int, default=10, help="words per sentence (10)")
     parser.add_argument("--batches", type=int, default=4,
                         help="fixed training batches, used in turn (4)")
