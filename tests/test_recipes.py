@@ -76,6 +76,7 @@ def test_classify_ok_diverged_failed():
     # worse than a uniform guess over 1024 types (10 bits): diverged even though fairseq exited 0
     flat = runlog.classify(VALID.format(10.2, 20), 0, vocab_size=1024)
     assert flat["status"] == "diverged" and "uniform" in flat["reason"]
+    assert runlog.classify(VALID.format(10.2, 4), 0, 1024, min_updates=5)["status"] == "ok"
     nan = runlog.classify(VALID.format("nan", 20), 0, vocab_size=1024)
     assert nan["status"] == "diverged"
     fpe = runlog.classify("FloatingPointError: Minimum loss scale reached (0.0001).\n", 1, 1024)

@@ -8,7 +8,9 @@ The paper's Table 1 writes "diverged" where a model could not be trained; here a
 * **diverged** when fairseq stopped on non-finite numbers (``FloatingPointError``: NaN/Inf
   gradients in fp32, or the fp16 loss scale fell below ``--min-loss-scale``), when a logged
   loss is NaN/Inf, or when the last validation loss is no better than a uniform guess over
-  the vocabulary (``log2(vocab size)`` bits; fairseq logs losses in base 2);
+  the vocabulary (``log2(vocab size)`` bits; fairseq logs losses in base 2) after at least
+  ``--min-updates`` updates (the recipes pass the warmup: a model still warming up may not
+  have beaten a uniform guess yet);
 * **failed** when fairseq-train exited non-zero for any other reason (out of memory, a bad
   option, a killed job): a failed run is retried by the sweep, a diverged one is not;
 * **ok** otherwise.
@@ -26,7 +28,7 @@ from . import write_json
 
 _DIVERGED = re.compile(r"FloatingPointError|Minimum loss scale reached|gradients are Nan/Inf"
                        r"|\bloss=(nan|inf|-inf)\b", re.IGNORECASE)
-_VALID = re.compile(r"\| valid \|.*?\bloss (\S+)")
+_VALID = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
 _UPDATES = re.compile(r"num_updates[= ](\d+)")
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 
@@ -38,7 +40,7 @@ def _float(text: str) -> float:
         return math.nan
 
 
-def classify(log_text: str, exit_code: int, vocab_size: int) -> Dict:
+def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0) -> Dict:
     valid = [_float(v) for v in _VALID.findall(log_text)]
     updates = [int(u) for u in _UPDATES.findall(log_text)]
     last_valid: Optional[float] = valid[-1] if valid else None
@@ -51,7 +53,8 @@ def classify(log_text: str, exit_code: int, vocab_size: int) -> Dict:
         errors = [m.group(0) for m in _ERROR.finditer(log_text)]
         reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"
         result.update(status="failed", reason=reason[:300])
-    elif last_valid is not None and not (last_valid < uniform):
+    elif last_valid is not None and not (last_valid < uniform) and (
+            math.isnan(last_valid) or result["num_updates"] >= min_updates):
         result.update(status="diverged",
                       reason=f"last validation loss {last_valid} >= log2(vocab) = {uniform:.2f} "
                              "(no better than a uniform guess)")
@@ -69,12 +72,14 @@ def main(argv=None) -> None:
     parser.add_argument("--log", required=True, help="fairseq-train output")
     parser.add_argument("--exit-code", type=int, required=True, help="fairseq-train's exit status")
     parser.add_argument("--vocab-size", type=int, required=True, help="target dictionary size")
+    parser.add_argument("--min-updates", type=int, default=0,
+                        help="updates before the uniform-guess test applies (default: 0)")
     parser.add_argument("--out", required=True, help="status JSON to write")
     parser.add_argument("--meta", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra fields stored as they are (method, layers, ...)")
     args = parser.parse_args(argv)
     with open(args.log, encoding="utf-8", errors="replace") as handle:
-        result = classify(handle.read(), args.exit_code, args.vocab_size)
+        result = classify(handle.read(), args.exit_code, args.vocab_size, args.min_updates)
     for item in args.meta:
         key, _, value = item.partition("=")
         result[key] = int(value) if value.isdigit() else value

@@ -180,7 +180,7 @@ run_name() {
 }
 
 # train_main TASK_ARG...: train METHOD at ENC_LAYERS-DEC_LAYERS on $BIN; resume if restarted.
-# Writes $RUN_DIR/status.json (ok | diverged | failed); exit 0 ok, 3 diverged, 1 failed.
+# Writes $RUN_DIR/status.json (ok | diverged | failed) and exits: 0 ok, 3 diverged, 1 failed.
 train_main() {
   local task_args=("$@")
   need_tools fairseq-train
@@ -191,6 +191,11 @@ train_main() {
   DEC_LAYERS=${DEC_LAYERS:-$LAYERS}
   RUN_NAME=${RUN_NAME:-$(run_name "$METHOD" "$ENC_LAYERS" "$DEC_LAYERS")}
   RUN_DIR=$RUNS_DIR/$RUN_NAME
+  if [[ "${RETRY:-0}" != 1 ]] && grep -qsE '"status": "(ok|diverged)"' "$RUN_DIR/status.json"; then
+    log "$RUN_NAME already finished ($(grep -oE '"status": "[a-z]+"' "$RUN_DIR/status.json")); RETRY=1 to train again"
+    if grep -q '"status": "ok"' "$RUN_DIR/status.json"; then exit 0; fi
+    exit 3
+  fi
   local method_args
   mapfile -t method_args < <("$PYTHON" -c '
 import sys
@@ -201,12 +206,6 @@ except ValueError as err:
     sys.exit(f"error: {err}")' "$METHOD" "$ENC_LAYERS" "$DEC_LAYERS")
   [[ ${#method_args[@]} -gt 0 ]] || die "could not get the options of METHOD=$METHOD"
 
-  if [[ -f "$RUN_DIR/status.json" && "${RETRY:-0}" != 1 ]] \
-      && grep -qE '"status": "(ok|diverged)"' "$RUN_DIR/status.json"; then
-    log "$RUN_NAME already finished ($(grep -oE '"status": "[a-z]+"' "$RUN_DIR/status.json")); RETRY=1 to train again"
-    if grep -q '"status": "ok"' "$RUN_DIR/status.json"; then return 0; fi
-    return 3
-  fi
 
   # --- processes: NNODES nodes x NPROC processes; the effective batch stays TOKENS_PER_UPDATE
   local gpus=0
@@ -293,19 +292,19 @@ except ValueError as err:
   printf '%q ' "${launch[@]}" "${fairseq_args[@]}" > "$RUN_DIR/command.sh"
   rc=0
   "${launch[@]}" "${fairseq_args[@]}" > "$attempt" 2>&1 || rc=$?
-  grep -E '\| valid \|' "$attempt" | sed 's/^/    /' >&2 || true
+  grep -E "valid on '" "$attempt" | sed 's/^/    /' >&2 || true
   cat "$attempt" >> "$RUN_DIR/train.log"
   local vocab dicts=("$BIN"/dict.*.txt)
   vocab=$(( $(wc -l < "${dicts[0]}") + 4 ))  # + fairseq's <s> <pad> </s> <unk>
   "$PYTHON" -m deepnet_fairseq.recipes.runlog --log "$attempt" --exit-code "$rc" \
-    --vocab-size "$vocab" --out "$RUN_DIR/status.json" --meta "dataset=$DATASET" \
+    --vocab-size "$vocab" --min-updates "$WARMUP" --out "$RUN_DIR/status.json" --meta "dataset=$DATASET" \
     "method=$METHOD" "encoder_layers=$ENC_LAYERS" "decoder_layers=$DEC_LAYERS" \
     "label=${RUN_LABEL:-$METHOD}" "launcher=$LAUNCHER" "world_size=$world" "update_freq=$update_freq"
   rm -f "$attempt"
   case "$(grep -oE '"status": "[a-z]+"' "$RUN_DIR/status.json")" in
-    *'"ok"') log "$RUN_NAME: ok"; return 0 ;;
-    *'"diverged"') log "$RUN_NAME: DIVERGED (see $RUN_DIR/status.json)"; return 3 ;;
-    *) log "$RUN_NAME: FAILED (see $RUN_DIR/train.log)"; return 1 ;;
+    *'"ok"') log "$RUN_NAME: ok"; exit 0 ;;
+    *'"diverged"') log "$RUN_NAME: DIVERGED (see $RUN_DIR/status.json)"; exit 3 ;;
+    *) log "$RUN_NAME: FAILED (see $RUN_DIR/train.log)"; exit 1 ;;
   esac
 }
 
