@@ -6,7 +6,7 @@
 #   bash scripts/iwslt14/sweep.sh                         # one GPU, 12 runs
 #   METHODS="deepnet post_ln" DEPTHS="10 50" bash scripts/iwslt14/sweep.sh
 #
-# Hardware: one GPU (more are used if present). Time (estimated, not measured): ~8 days for
+# Hardware: one GPU (more are used if present). Time (estimated, not measured): ~3 days for
 # the 12 default runs on one A100. Smoke size: about a minute per run on 2 CPU cores.
 # Output: $WORK/results/{table.md, results.csv, bleu_vs_depth.png}.
 #

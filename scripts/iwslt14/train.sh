@@ -7,7 +7,7 @@
 #
 # Hardware: one GPU with 24 GB or more (80 GB for 100L-100L without activation
 # checkpointing). Time (estimated, not measured, 50k updates of 4096 tokens on one A100):
-# 10L-10L ~5 h, 20L-20L ~8 h, 50L-50L ~18 h, 100L-100L ~1.5 days.
+# 10L-10L ~1.5 h, 20L-20L ~3 h, 50L-50L ~6 h, 100L-100L ~12 h.
 # Resumes from checkpoint_last.pt when restarted. Exit status 0 ok, 3 diverged, 1 failed.
 #
 # Environment: as for scripts/wmt17/train.sh (see its --help); defaults in configs/iwslt14.sh.

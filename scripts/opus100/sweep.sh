@@ -8,7 +8,7 @@
 #   NNODES=8 LAUNCHER=srun bash scripts/opus100/sweep.sh           # inside an sbatch allocation
 #
 # Hardware: 8 x 80 GB GPUs per node, several nodes for 250L-250L and 500L-500L. Time
-# (estimated, not measured): months of one node for the default sweep; see train.sh per depth.
+# (estimated, not measured): ~4 weeks of one node for the default sweep; see train.sh per depth.
 # Smoke size: a few minutes. Output: $WORK/results/{table.md, results.csv, bleu_vs_depth.png}.
 #
 # Environment (defaults in brackets; the rest as for train.sh and evaluate.sh):

@@ -9,8 +9,8 @@
 #   sbatch --nodes 4 --gpus-per-node 8 --wrap "LAUNCHER=srun bash scripts/wmt17/train.sh"
 #
 # Hardware: 8 x 80 GB GPUs (fewer work: --update-freq keeps the effective batch). Time
-# (estimated, not measured): 6L-6L ~0.5 day, 18L-18L ~1 day, 50L-50L ~2.5 days, 100L-100L
-# ~5 days for 100k updates on 8 x A100-80GB. Smoke size: ~10 s on 2 CPU cores.
+# (estimated, not measured; README table): 6L-6L ~6 h, 18L-18L ~15 h, 50L-50L ~1.7 days,
+# 100L-100L ~4.5 days for 100k updates on 8 x A100-80GB. Smoke size: ~15 s on 2 CPU cores.
 # Restarting resumes from checkpoint_last.pt; a finished run (ok or diverged) is not retrained.
 # Exit status: 0 ok, 3 diverged, 1 failed; $WORK/runs/<run>/status.json says which and why.
 #
