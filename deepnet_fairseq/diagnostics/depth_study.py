@@ -49,11 +49,11 @@ def get_parser():
     add_methods_option(parser, default=("post_ln", "pre_ln", "deepnet"))
     parser.add_argument("--depths", type=positive_ints, default=[6, 18, 50, 100, 200, 500],
                         help="layers per side, comma-separated (6,18,50,100,200,500)")
-    parser.add_argument("--updates", type=int, default=200, help="updates per run (200)")
+    parser.add_argument("--updates", type=int, default=400, help="updates per run (400)")
     parser.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (1e-3)")
-    parser.add_argument("--warmup", type=int, default=50,
-                        help="warmup updates of the inverse_sqrt schedule (50)")
-    parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per batch (1024)")
+    parser.add_argument("--warmup", type=int, default=100,
+                        help="warmup updates of the inverse_sqrt schedule (100)")
+    parser.add_argument("--max-tokens", type=int, default=512, help="tokens per batch (512)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every run (1)")
     parser.add_argument("--margin", type=float, default=0.5,
                         help="bits below the source-blind baseline a run must reach (0.5)")
@@ -121,6 +121,7 @@ def train_command(args, data: str, method: str, layers: int) -> List[str]:
             "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup),
             "--criterion", "cross_entropy", "--max-tokens", str(args.max_tokens),
             "--max-update", str(args.updates), "--seed", str(args.seed), "--no-save",
+            "--num-workers", "0",
             "--log-format", "json", "--log-interval", "10", *args.fairseq_args.split()]
 
 

@@ -67,6 +67,7 @@ class LayerMonitor:
         self.ln_sums: Dict[Tuple[str, int], float] = defaultdict(float)
         self.ln_counts: Dict[Tuple[str, int], int] = defaultdict(int)
         self.handles = []
+        self.update = None  # the update whose LayerNorm inputs are being summed
 
     # LayerNorm inputs, through forward pre-hooks that only read their input.
     def attach(self) -> None:
@@ -154,6 +155,10 @@ class MonitorMixin:
         if not self._monitored(update_num):
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
         monitor = self._monitor_for(model)
+        if monitor.update != update_num:  # first micro-batch: drop values of a skipped update
+            monitor.ln_sums.clear()
+            monitor.ln_counts.clear()
+            monitor.update = update_num
         monitor.attach()
         try:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
