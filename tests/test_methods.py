@@ -244,6 +244,40 @@ def test_admin_profile_is_saved_in_checkpoints(toy_data, tmp_path):
     assert torch.equal(logits(loaded, batch), logits(model, batch))
 
 
+# --- the residual forms, against a hand-written sub-layer -------------------------------------
+
+RESIDUAL_FORMS = {  # method -> sum of sub-layer i of a layer: f(layer, i, skip x, branch G(x))
+    "rezero": lambda layer, i, x, g: x + layer.resweight * g,
+    "r_fixup": lambda layer, i, x, g: x + layer.multiplier[i] * g,
+    "t_fixup": lambda layer, i, x, g: x + g,
+    "admin": lambda layer, i, x, g: layer.omega[i] * x + g,
+    "ds_init": lambda layer, i, x, g: x + g,
+    "lipschitz": lambda layer, i, x, g: x + g,
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESIDUAL_FORMS))
+def test_encoder_layer_computes_the_methods_residual_form(toy_data, name):
+    """Each encoder layer equals, by hand, norm_i(sum_i(x, G_i(x))) per sub-layer, with the
+    method's sum and its norms (LayerNorm, or none for the LayerNorm-free methods)."""
+    model, _, _ = build(toy_data, *methods.get(name).train_args(3, 2)[1:], *NARROW)
+    layer = model.encoder.layers[1].eval()
+    with torch.no_grad():  # learnable scalars away from their start values
+        for n, p in layer.named_parameters():
+            if n in ("resweight", "multiplier", "omega_delta"):
+                p.add_(torch.rand_like(p) + 0.5)
+            if n in ("fc2.weight", "self_attn.out_proj.weight") and not p.any():
+                p.normal_(0, 0.1)  # R-Fixup's zero branch ends would hide the branch
+        x = torch.randn(7, 3, layer.embed_dim)
+        form = RESIDUAL_FORMS[name]
+        g = layer.self_attn(query=x, key=x, value=x, key_padding_mask=None, need_weights=False)[0]
+        h = layer.self_attn_layer_norm(form(layer, 0, x, g))
+        g = layer.fc2(layer.activation_fn(layer.fc1(h)))
+        expected = layer.final_layer_norm(form(layer, 1, h, g))
+        assert torch.allclose(layer(x, None), expected, atol=1e-5)
+    assert has_layer_norm(layer) == (name in ("admin", "ds_init", "lipschitz"))
+
+
 # --- ReZero, R-Fixup, T-Fixup (no LayerNorm) --------------------------------------------------
 
 
