@@ -5,7 +5,9 @@ A method is a small mixin over fairseq's own layers (``TransformerEncoderLayerBa
 ``residual_connection`` hook (the residual rule), re-initialises the layer's weights in its
 constructor, before fairseq wraps the layer for activation checkpointing / FSDP (the init rule),
 and where it must, swaps a sub-module (LayerNorm -> identity) or adds one through a forward hook.
-Only DLCL changes what flows between layers, and it does so by wrapping the layer's forward.
+Two rules touch the forward, minimally: those with a parameter per sub-layer (Admin, R-Fixup)
+reset a sub-layer counter at its start (``PerSublayer``), and DLCL, the one method that changes
+what flows between layers, replaces the layer's input and output around fairseq's forward.
 
 fairseq's layers compute, per sub-layer, ``x = LN(residual_connection(dropout(G(x)), residual))``
 (Post-LN) or ``x = residual_connection(dropout(G(LN(x))), residual)`` (Pre-LN); tensors are
