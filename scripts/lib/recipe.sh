@@ -206,7 +206,6 @@ except ValueError as err:
     sys.exit(f"error: {err}")' "$METHOD" "$ENC_LAYERS" "$DEC_LAYERS")
   [[ ${#method_args[@]} -gt 0 ]] || die "could not get the options of METHOD=$METHOD"
 
-
   # --- processes: NNODES nodes x NPROC processes; the effective batch stays TOKENS_PER_UPDATE
   local gpus=0
   if [[ "$DEVICE" == cuda ]]; then gpus=$(nvidia-smi -L | wc -l); fi
@@ -240,7 +239,8 @@ except ValueError as err:
   if [[ "${CHECKPOINT_ACTIVATIONS:-0}" == 1 || $((ENC_LAYERS + DEC_LAYERS)) -ge "$CHECKPOINT_ACTIVATIONS_FROM" ]]; then
     machine_args+=(--checkpoint-activations)
   fi
-  [[ "$world" -gt 1 ]] && machine_args+=(--distributed-world-size "$world")
+  # always explicit: fairseq's default is every visible GPU, which would undo the update-freq above
+  machine_args+=(--distributed-world-size "$world")
   [[ "$DEVICE" == cpu && "$world" -gt 1 ]] && machine_args+=(--distributed-backend gloo)
 
   local model_args=(--encoder-embed-dim "$EMBED_DIM" --encoder-ffn-embed-dim "$FFN_DIM"
@@ -289,7 +289,7 @@ except ValueError as err:
       "$NNODES node(s) x $NPROC process(es) via $LAUNCHER, $MAX_TOKENS tokens x $world x update-freq $update_freq" \
       "= $((MAX_TOKENS * world * update_freq)) tokens/update (log: $RUN_DIR/train.log)"
   local attempt=$RUN_DIR/attempt.log rc
-  printf '%q ' "${launch[@]}" "${fairseq_args[@]}" > "$RUN_DIR/command.sh"
+  { printf '%q ' "${launch[@]}" "${fairseq_args[@]}"; echo; } > "$RUN_DIR/command.sh"
   rc=0
   "${launch[@]}" "${fairseq_args[@]}" > "$attempt" 2>&1 || rc=$?
   grep -E "valid on '" "$attempt" | sed 's/^/    /' >&2 || true
