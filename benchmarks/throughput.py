@@ -6,10 +6,12 @@ Both models are built through fairseq's parser and task (``--arch deepnet_transf
 ``--arch transformer`` with the same depth and width options) and trained by fairseq's Trainer
 (forward, backward, Adam step) on the same fixed batch. Throughput: target tokens per second
 of full training steps, the median over --rounds rounds, the two models alternating inside each
-round so that load changes hit both alike. Memory: each configuration runs in a fresh process;
-on CUDA torch.cuda.max_memory_allocated, on CPU the process's peak resident set size (ru_maxrss,
-which includes Python, torch and fairseq, about the same for both models) minus the resident
-size before the model is built.
+round so that load changes hit both alike. Memory: each configuration runs in a fresh process
+that builds the model, then measures the peak of its first two training steps above what is
+resident before them (activations, gradients, Adam state, transient buffers: on CUDA
+torch.cuda.max_memory_allocated, on CPU the peak resident set size VmHWM, reset through
+/proc/self/clear_refs); "resident GB" is the process's resident set before those steps (Python,
+torch, fairseq, the model), printed for deepnet_transformer; their sum is what the run needs.
 
     python benchmarks/throughput.py                              # tiny width, 6..100 layers
     python benchmarks/throughput.py --depths 500 --only-memory --checkpoint both
@@ -20,7 +22,6 @@ import argparse
 import json
 import logging
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -94,23 +95,37 @@ def throughput(data_dir, layers, checkpoint, args):
     return {arch: tokens / statistics.median(t) for arch, t in times.items()}
 
 
+def peak_rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
 def memory_child(data_dir, arch, layers, checkpoint, args) -> None:
-    """Run in a fresh process: print JSON with the peak memory of two training steps."""
-    base = rss_bytes()
+    """Run in a fresh process: print JSON with the peak memory of the first two training steps
+    above what is resident once the model is built (a CPU process keeps freed memory resident,
+    so later steps would not show their activations)."""
     trainer, batch = build_trainer(data_dir, arch, layers, args, checkpoint)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    else:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # Linux: reset the peak resident set size (VmHWM) to the current one
+        base = rss_bytes()
     for _ in range(2):
         step_seconds(trainer, batch)
     if torch.cuda.is_available():
-        peak = torch.cuda.max_memory_allocated()
+        peak = torch.cuda.max_memory_allocated() - base
+        resident = base
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
-    print(json.dumps({"peak_bytes": peak}))
+        peak = peak_rss_bytes() - base
+        resident = base
+    print(json.dumps({"peak_bytes": peak, "resident_bytes": resident}))
 
 
 def memory(data_dir, arch, layers, checkpoint, args):
-    """Peak memory in GB of ``arch`` in a fresh process; None if the process failed (e.g. OOM)."""
+    """(step peak, resident before the steps) in GB of ``arch`` in a fresh process; None if the
+    process failed (e.g. out of memory)."""
     cmd = [sys.executable, os.path.abspath(__file__), "--memory-child", arch, str(layers),
            str(int(checkpoint)), "--data-dir", data_dir, "--width", args.width,
            "--device", args.device, "--sentences", str(args.sentences),
@@ -119,7 +134,8 @@ def memory(data_dir, arch, layers, checkpoint, args):
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return None
-    return json.loads(lines[-1])["peak_bytes"] / 1e9
+    result = json.loads(lines[-1])
+    return result["peak_bytes"] / 1e9, result["resident_bytes"] / 1e9
 
 
 def get_parser():
@@ -168,7 +184,8 @@ def main(argv=None) -> None:
             for checkpoint in settings:
                 depth, best = args.depths[0], None
                 while depth <= args.limit_depth:
-                    gb = memory(data_dir, "deepnet_transformer", depth, checkpoint, args)
+                    result = memory(data_dir, "deepnet_transformer", depth, checkpoint, args)
+                    gb = None if result is None else sum(result)
                     fits = gb is not None and gb <= args.budget_gb
                     print(f"ckpt {'on ' if checkpoint else 'off'} {depth}L-{depth}L: "
                           f"{'failed' if gb is None else f'{gb:.2f} GB'} "
@@ -184,7 +201,7 @@ def main(argv=None) -> None:
         header = f"{'layers':>9} {'ckpt':>4} "
         if not args.only_memory:
             header += f"{'fairseq tok/s':>13} {'deepnet tok/s':>13} {'overhead':>8} "
-        header += f"{'fairseq GB':>10} {'deepnet GB':>10}"
+        header += f"{'fairseq GB':>10} {'deepnet GB':>10} {'resident GB':>11}"
         print(header, flush=True)
         for layers in args.depths:
             for checkpoint in settings:
@@ -194,8 +211,9 @@ def main(argv=None) -> None:
                     overhead = 1 - tps["deepnet_transformer"] / tps["transformer"]
                     line += (f"{tps['transformer']:>13.0f} {tps['deepnet_transformer']:>13.0f} "
                              f"{overhead:>8.1%} ")
-                gbs = [memory(data_dir, arch, layers, checkpoint, args) for arch in ARCHS]
-                line += " ".join(f"{'failed' if gb is None else f'{gb:.3f}':>10}" for gb in gbs)
+                results = [memory(data_dir, arch, layers, checkpoint, args) for arch in ARCHS]
+                line += " ".join(f"{'failed' if r is None else f'{r[0]:.3f}':>10}" for r in results)
+                line += f" {'' if results[1] is None else f'{results[1][1]:.3f}':>11}"
                 print(line, flush=True)
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")
 
