@@ -104,12 +104,19 @@ class DeepNetRobertaModel(RobertaModel):
     @classmethod
     def build_model(cls, args, task):
         # fairseq's RobertaModel.build_model, with this plugin's encoder
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, False)
         deepnet_roberta_architecture(args)
         if not safe_hasattr(args, "max_positions"):
             if not safe_hasattr(args, "tokens_per_sample"):
                 args.tokens_per_sample = task.max_positions()
             args.max_positions = args.tokens_per_sample
-        return cls(args, DeepNetRobertaEncoder(args, task.source_dictionary))
+        encoder = DeepNetRobertaEncoder(args, task.source_dictionary)
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, True)
+        return cls(args, encoder)
 
 
 @register_model_architecture("deepnet_roberta", "deepnet_roberta_base")
