@@ -1,20 +1,25 @@
-"""Run ``fairseq-train`` as one of several CPU processes started by ``torchrun`` (gloo backend).
+"""``fairseq-train`` with two fairseq 0.12 limitations lifted; the recipes launch it in their place
+only when one applies (2+ CPU processes, or bf16):
 
-    torchrun --nproc_per_node 2 -m deepnet_fairseq.cpu_distributed DATA --cpu \\
-        --distributed-backend gloo --distributed-world-size 2 --user-dir ... [fairseq-train options]
+    python -m deepnet_fairseq.fairseq_train_compat DATA [fairseq-train options]
+    torchrun --nproc_per_node 2 -m deepnet_fairseq.fairseq_train_compat DATA --cpu \\
+        --distributed-backend gloo --ddp-backend legacy_ddp --distributed-world-size 2 ...
 
-Why this exists: fairseq 0.12's ``_infer_torch_distributed_launch_init`` (the code that reads
-torchrun's RANK / WORLD_SIZE variables) sets ``device_id = rank % torch.cuda.device_count()``,
-a division by zero on a machine without GPUs, so ``torchrun fairseq-train --cpu
---distributed-world-size 2`` crashes before training starts (and without
-``--distributed-world-size`` each process silently trains alone). This runner replaces that
-one function with the same logic minus the CUDA device id, then calls fairseq-train's own
-``cli_main``: everything after it (gloo process group, DDP gradient all-reduce, checkpointing
-on rank 0) is fairseq's unchanged code.
+1. **Several CPU processes under torchrun.** fairseq's ``_infer_torch_distributed_launch_init``
+   (which reads torchrun's RANK / WORLD_SIZE) sets ``device_id = rank %
+   torch.cuda.device_count()``, a division by zero without GPUs, so ``torchrun fairseq-train
+   --cpu --distributed-world-size 2`` crashes before training (and without
+   ``--distributed-world-size`` each process silently trains alone). Replaced by the same
+   code minus the CUDA device id, only when started by torchrun with ``--cpu`` and no GPU
+   visible. (torch's DDP also refuses fairseq's ``device_ids=[0]`` for a CPU model: use
+   ``--ddp-backend legacy_ddp``, fairseq's own all-reduce, as the recipes do.)
+2. **bf16 off TPUs.** fairseq's argparse front end turns ``--bf16`` into ``--tpu`` (options.py:
+   ``if args.bf16: args.tpu = True``), so ``fairseq-train --bf16`` on a GPU or CPU tries to
+   run on an XLA device. When ``--bf16`` is given without ``--tpu``, the flag is reset after
+   parsing; fairseq's bf16 training path (bf16 model, fp32 master weights, no loss scaling)
+   is otherwise unchanged.
 
-It changes nothing unless all of these hold: the process was started by torchrun (RANK and
-WORLD_SIZE set), ``--cpu`` is among the options and torch sees no CUDA device. On a GPU
-machine the recipes launch ``fairseq-train`` itself and this module is not involved.
+Everything else is fairseq-train's own ``cli_main``.
 """
 
 import os
@@ -30,18 +35,29 @@ def _cpu_launch_init(cfg) -> None:
     cfg.distributed_no_spawn = True  # torchrun created the processes
 
 
-def install(argv=None) -> bool:
-    """Patch fairseq when running under torchrun on CPU; return whether it was patched."""
+def install(argv=None) -> list:
+    """Apply the fixes that concern ``argv``; return the names of those applied."""
     import torch
+    from fairseq import options
     from fairseq.distributed import utils as distributed_utils
 
     argv = sys.argv[1:] if argv is None else argv
-    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return False
-    if "--cpu" not in argv or torch.cuda.device_count() > 0:
-        return False
-    distributed_utils._infer_torch_distributed_launch_init = _cpu_launch_init
-    return True
+    applied = []
+    if ("RANK" in os.environ and "WORLD_SIZE" in os.environ and "--cpu" in argv
+            and torch.cuda.device_count() == 0):
+        distributed_utils._infer_torch_distributed_launch_init = _cpu_launch_init
+        applied.append("cpu-torchrun")
+    if "--bf16" in argv and "--tpu" not in argv:
+        parse = options.parse_args_and_arch
+
+        def parse_without_tpu(*args, **kwargs):
+            parsed = parse(*args, **kwargs)
+            parsed.tpu = False
+            return parsed
+
+        options.parse_args_and_arch = parse_without_tpu
+        applied.append("bf16-not-tpu")
+    return applied
 
 
 def main() -> None:

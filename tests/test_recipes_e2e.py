@@ -76,14 +76,17 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
 
 def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):
     # 2 gloo processes x 2048 tokens: update-freq 1 gives the same 4096-token update as one
-    # process x 4096 tokens (the sweep's runs) or one process x 2048 x update-freq 2
+    # process x 4096 tokens (the sweep's runs) or one process x 2048 x update-freq 2.
+    # In bf16, which fairseq's CLI alone cannot do off a TPU (deepnet_fairseq/fairseq_train_compat.py)
     recipe("wmt17", "train", wmt17, RUN_NAME="two-processes", NPROC="2", METHOD="deepnet",
-           LAYERS="1", MAX_TOKENS="2048", MAX_UPDATE="4", SAVE_INTERVAL_UPDATES="2")
+           LAYERS="1", MAX_TOKENS="2048", MAX_UPDATE="4", SAVE_INTERVAL_UPDATES="2",
+           PRECISION="bf16")
     two = json.load(open(wmt17 / "runs" / "two-processes" / "status.json"))
     assert (two["world_size"], two["update_freq"], two["launcher"]) == (2, 1, "torchrun")
     assert two["status"] == "ok" and two["num_updates"] == 4
     log = open(wmt17 / "runs" / "two-processes" / "train.log").read()
     assert "distributed init (rank 1)" in log and "'distributed_world_size': 2" in log
+    assert "'bf16': True" in log and "'tpu': False" in log
 
 
 def test_opus100_chain_and_log_fit(tmp_path):

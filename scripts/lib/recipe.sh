@@ -227,7 +227,7 @@ except ValueError as err:
     --ddp-backend "$DDP_BACKEND" --num-workers "$NUM_WORKERS")
   if [[ "$DEVICE" == cpu ]]; then
     machine_args+=(--cpu)
-    [[ "$PRECISION" == fp32 ]] || die "PRECISION=$PRECISION: fairseq trains only in fp32 on CPU"
+    [[ "$PRECISION" != fp16 ]] || die "PRECISION=fp16 needs CUDA; use fp32 or bf16 on CPU"
   fi
   case "$PRECISION" in
     fp16) machine_args+=(--fp16 --fp16-init-scale "$FP16_INIT_SCALE"
@@ -258,6 +258,12 @@ except ValueError as err:
   local fairseq_args=("$BIN" --user-dir "$REPO/deepnet_fairseq" "${task_args[@]}" "${method_args[@]}"
     "${model_args[@]}" "${optim_args[@]}" "${machine_args[@]}" "${save_args[@]}")
 
+  # fairseq-train itself, or deepnet_fairseq/fairseq_train_compat.py (fairseq-train's cli_main
+  # plus two fixes, see there) for several CPU processes or bf16
+  local train_cmd=(fairseq-train)
+  if [[ "$PRECISION" == bf16 || ( "$DEVICE" == cpu && "$world" -gt 1 ) ]]; then
+    train_cmd=("$PYTHON" -m deepnet_fairseq.fairseq_train_compat)
+  fi
   local launch=()
   if [[ "$NNODES" -gt 1 ]]; then
     [[ "$LAUNCHER" == srun || -n "${MASTER_ADDR:-}" ]] \
@@ -268,18 +274,17 @@ except ValueError as err:
   MASTER_PORT=${MASTER_PORT:-$((29500 + RANDOM % 1000))}  # one node: any free port will do
   case "$LAUNCHER" in
     none) [[ "$world" -eq 1 ]] || die "LAUNCHER=none runs one process; use torchrun or srun for NNODES x NPROC = $world"
-          launch=(fairseq-train) ;;
+          launch=("${train_cmd[@]}") ;;
     torchrun)
       need_tools torchrun
       launch=(torchrun --nnodes "$NNODES" --nproc_per_node "$NPROC" --node_rank "${NODE_RANK:-0}"
         --master_addr "$MASTER_ADDR" --master_port "$MASTER_PORT")
-      # on CPU, fairseq's torchrun support needs deepnet_fairseq/cpu_distributed.py (see there)
-      if [[ "$DEVICE" == cpu ]]; then launch+=(-m deepnet_fairseq.cpu_distributed)
-      else launch+=("$(command -v fairseq-train)"); fi ;;
+      if [[ "${train_cmd[0]}" == fairseq-train ]]; then launch+=("$(command -v fairseq-train)")
+      else launch+=(-m deepnet_fairseq.fairseq_train_compat); fi ;;
     srun)
       need_tools srun
       # fairseq reads SLURM_PROCID / SLURM_LOCALID / the node list itself (_infer_slurm_init)
-      launch=(srun --nodes "$NNODES" --ntasks-per-node "$NPROC" fairseq-train)
+      launch=(srun --nodes "$NNODES" --ntasks-per-node "$NPROC" "${train_cmd[@]}")
       fairseq_args+=(--distributed-port "$MASTER_PORT") ;;
     *) die "LAUNCHER must be auto, none, torchrun or srun, got '$LAUNCHER'" ;;
   esac
