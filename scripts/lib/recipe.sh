@@ -34,7 +34,7 @@ recipe_init() {
   DATASET=$1 RECIPE=$2
   shift 2
   set -E  # report the failing command, from functions too, instead of exiting silently
-  trap 'echo "error: $RECIPE stopped: \"$BASH_COMMAND\" failed (line $LINENO of ${BASH_SOURCE[0]})" >&2' ERR
+  trap '[[ $BASH_SUBSHELL -gt 0 ]] || echo "error: $RECIPE stopped: \"$BASH_COMMAND\" failed (line $LINENO of ${BASH_SOURCE[0]})" >&2' ERR
   recipe_help "$@"
   need_tools "$PYTHON"
   SIZE=${SIZE:-full}
