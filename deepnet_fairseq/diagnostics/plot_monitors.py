@@ -81,9 +81,12 @@ def plot(path: str, rows: List[Row], title: str) -> None:
             for (u, l), v in cell.items():
                 grid[layers.index(l), updates.index(u)] = math.log10(v) if v > 0 else np.nan
             ax = axes[i][j]
-            image = ax.imshow(grid, aspect="auto", origin="lower", interpolation="nearest",
-                              extent=(updates[0] - 0.5, updates[-1] + 0.5, -0.5, len(layers) - 0.5)
-                              if len(updates) > 1 else None)
+            x = np.array(updates, dtype=float)  # cell edges halfway between logged updates
+            gaps = np.diff(x) if len(x) > 1 else np.array([1.0])
+            x_edges = np.concatenate([[x[0] - gaps[0] / 2], x[:-1] + gaps / 2 if len(x) > 1
+                                      else [], [x[-1] + gaps[-1] / 2]])
+            y_edges = np.array(layers + [layers[-1] + 1], dtype=float) - 0.5
+            image = ax.pcolormesh(x_edges, y_edges, grid, shading="flat")
             fig.colorbar(image, ax=ax, label="log10")
             ax.set_title(f"{SIDES[side]}: {TITLES[stat]}", fontsize=9)
             ax.set_xlabel("update")
