@@ -6,6 +6,7 @@ fairseq's layers compute, for each sub-layer (self-attention, cross-attention, F
 ``LayerNorm(alpha * x + dropout(G(x)))``, with dropout on the branch before the sum.
 """
 
+import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import (
@@ -16,16 +17,34 @@ from fairseq.modules.transformer_layer import (
 from .initialization import deepnorm_init_
 
 
-def _check_post_ln(layer, side: str) -> None:
-    # The arch hook rejects Pre-LN with a user-facing message; this guards direct construction.
-    # The one Pre-LN use is the optimizer-aware Pre-LN form (--deepnorm-constants pre_ln_*),
-    # where alpha = 1: x + G(LN(x)) with the DeepNorm init gain.
-    if layer.normalize_before and layer.alpha != 1:
-        raise ValueError(f"DeepNorm's alpha is defined for Post-LN only; {side} normalize_before "
-                         f"is set with alpha = {layer.alpha}")
+class DeepNormResidual:
+    """The DeepNorm rule for a fairseq layer: scaled skip path and DeepNorm init.
+
+    Mixed in before fairseq's layer class; ``_apply_deepnorm`` runs at the end of the layer's
+    constructor, so the weights are initialised before fairseq wraps the layer.
+    """
+
+    def _apply_deepnorm(self, side: str, alpha: float, beta: float) -> None:
+        # The arch hook rejects Pre-LN with a user-facing message; this guards direct
+        # construction. The one Pre-LN use is the optimizer-aware Pre-LN form
+        # (--deepnorm-constants pre_ln_*), where alpha = 1: x + G(LN(x)) with the DeepNorm gain.
+        if self.normalize_before and alpha != 1:
+            raise ValueError(f"DeepNorm's alpha is defined for Post-LN only; {side} "
+                             f"normalize_before is set with alpha = {alpha}")
+        self.alpha = alpha
+        self.beta = beta
+        deepnorm_init_(self, beta)
+
+    def residual_connection(self, x, residual):
+        # x is the branch output, already through dropout; residual is the skip path (T x B x C).
+        # One fused op: no temporary tensor for alpha * residual (memory and speed as Post-LN).
+        return torch.add(x, residual, alpha=self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:.4f}, beta={self.beta:.4f}"
 
 
-class DeepNormEncoderLayer(TransformerEncoderLayerBase):
+class DeepNormEncoderLayer(DeepNormResidual, TransformerEncoderLayerBase):
     """Post-LN encoder layer computing ``LayerNorm(alpha * x + dropout(G(x)))``.
 
     Args:
@@ -36,36 +55,17 @@ class DeepNormEncoderLayer(TransformerEncoderLayerBase):
 
     def __init__(self, cfg, alpha: float, beta: float, return_fc: bool = False):
         super().__init__(cfg, return_fc=return_fc)
-        self.alpha = alpha
-        self.beta = beta
-        _check_post_ln(self, "encoder")
-        deepnorm_init_(self, beta)
-
-    def residual_connection(self, x, residual):
-        # x is the branch output, already through dropout; residual is the skip path (T x B x C).
-        return residual * self.alpha + x
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha:.4f}, beta={self.beta:.4f}"
+        self._apply_deepnorm("encoder", alpha, beta)
 
 
-class DeepNormDecoderLayer(TransformerDecoderLayerBase):
+class DeepNormDecoderLayer(DeepNormResidual, TransformerDecoderLayerBase):
     """Post-LN decoder layer computing ``LayerNorm(alpha * x + dropout(G(x)))`` for the
     self-attention, cross-attention and FFN sub-layers; arguments as ``DeepNormEncoderLayer``.
     """
 
     def __init__(self, cfg, alpha: float, beta: float, no_encoder_attn: bool = False):
         super().__init__(cfg, no_encoder_attn=no_encoder_attn)
-        self.alpha = alpha
-        self.beta = beta
-        _check_post_ln(self, "decoder")
-        deepnorm_init_(self, beta)
-
-    def residual_connection(self, x, residual):
-        return residual * self.alpha + x
-
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha:.4f}, beta={self.beta:.4f}"
+        self._apply_deepnorm("decoder", alpha, beta)
 
 
 def wrap_for_training(layer, cfg):

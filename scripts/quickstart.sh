@@ -16,6 +16,7 @@
 #                                                                 [../shared/data/multi30k]
 #   WORK      output directory                                    [runs/quickstart-$SIZE]
 #   DEVICE    cpu | cuda                                          [cpu]
+#   UPDATES   training updates                      [1000 for quickstart, 60 for smoke]
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
@@ -29,10 +30,11 @@ DEVICE=${DEVICE:-cpu}
 
 case "$SIZE" in
   # 6L-6L DeepNet at 128 hidden: deep enough that DeepNorm matters, small enough for a CPU.
-  quickstart) TRAIN_LINES=29000; LAYERS=6; DIM=128; FFN=512;  HEADS=4; UPDATES=500;  VOCAB=4000 ;;
-  smoke)      TRAIN_LINES=3000;  LAYERS=6; DIM=64;  FFN=128;  HEADS=2; UPDATES=60;   VOCAB=1000 ;;
+  quickstart) TRAIN_LINES=29000; LAYERS=6; DIM=128; FFN=512;  HEADS=4; SIZE_UPDATES=1000; VOCAB=4000 ;;
+  smoke)      TRAIN_LINES=3000;  LAYERS=6; DIM=64;  FFN=128;  HEADS=2; SIZE_UPDATES=60;   VOCAB=1000 ;;
   *) echo "error: SIZE must be 'quickstart' or 'smoke', got '$SIZE'" >&2; exit 2 ;;
 esac
+UPDATES=${UPDATES:-$SIZE_UPDATES}
 case "$DEVICE" in
   cpu) DEVICE_ARGS=(--cpu) ;;
   cuda) DEVICE_ARGS=(--fp16) ;;
@@ -88,11 +90,11 @@ fairseq-train "$WORK/bin" --user-dir "$REPO/deepnet_fairseq" "${DEVICE_ARGS[@]}"
   --arch deepnet_transformer --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" \
   --encoder-embed-dim "$DIM" --encoder-ffn-embed-dim "$FFN" --encoder-attention-heads "$HEADS" \
   --decoder-embed-dim "$DIM" --decoder-ffn-embed-dim "$FFN" --decoder-attention-heads "$HEADS" \
-  --share-all-embeddings --dropout 0.2 \
-  --optimizer adam --adam-betas '(0.9, 0.98)' --lr 1e-3 --lr-scheduler inverse_sqrt \
+  --share-all-embeddings --dropout 0.1 \
+  --optimizer adam --adam-betas '(0.9, 0.98)' --lr 2e-3 --lr-scheduler inverse_sqrt \
   --warmup-updates $((UPDATES / 10)) --clip-norm 0.0 \
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-  --max-tokens 4096 --max-update "$UPDATES" --seed 1 \
+  --max-tokens 2048 --max-update "$UPDATES" --seed 1 \
   --save-dir "$WORK/checkpoints" --no-epoch-checkpoints --log-format simple --log-interval 50 \
   2>&1 | tee "$WORK/train.log" | grep --line-buffered -E "\| (train|valid) \||done training" || true
 [[ -f "$WORK/checkpoints/checkpoint_best.pt" ]] \
@@ -101,9 +103,13 @@ fairseq-train "$WORK/bin" --user-dir "$REPO/deepnet_fairseq" "${DEVICE_ARGS[@]}"
 log "5/5 fairseq-generate (beam 5) + sacreBLEU on test_2016_flickr"
 fairseq-generate "$WORK/bin" --user-dir "$REPO/deepnet_fairseq" "${DEVICE_ARGS[@]}" \
   --path "$WORK/checkpoints/checkpoint_best.pt" --gen-subset test \
-  --beam 5 --lenpen 1.0 --batch-size 128 --bpe sentencepiece \
+  --beam 5 --lenpen 1.0 --batch-size 128 --required-batch-size-multiple 1 --bpe sentencepiece \
   --sentencepiece-model "$WORK/spm.model" > "$WORK/generate.log" 2>&1
 grep '^D-' "$WORK/generate.log" | sort -t- -k2,2n | cut -f3 > "$WORK/test.hyp.de"
+if [[ $(wc -l < "$WORK/test.hyp.de") -ne $(wc -l < "$WORK/raw/test.de") ]]; then
+  echo "error: fairseq-generate did not translate every test sentence; see $WORK/generate.log" >&2
+  exit 1
+fi
 sacrebleu "$WORK/raw/test.de" -i "$WORK/test.hyp.de" -m bleu -b > "$WORK/bleu.txt"
 sacrebleu "$WORK/raw/test.de" -i "$WORK/test.hyp.de" -m bleu > "$WORK/bleu.json"
 log "done: sacreBLEU $(cat "$WORK/bleu.txt") on Multi30k test_2016_flickr en->de (details: $WORK/bleu.json)"

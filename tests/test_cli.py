@@ -25,8 +25,11 @@ def train(data, save_dir, *extra, user_dir=USER_DIR, arch="deepnet_transformer_t
 def generate_bleu(data, checkpoint, user_dir=USER_DIR):
     proc = run(["fairseq-generate", str(data), "--user-dir", user_dir, "--path", str(checkpoint),
                 "--cpu", "--beam", "4", "--batch-size", "40", "--gen-subset", "test",
+                # fairseq 0.12 drops a last batch whose size is not a multiple of this (8)
+                "--required-batch-size-multiple", "1",
                 # toy targets have at most 9 words: an untrained deep model would decode to 200
                 "--max-len-a", "0", "--max-len-b", "12"])
+    assert len(re.findall(r"^H-", proc.stdout, flags=re.M)) == 40, "a test sentence was not decoded"
     match = re.search(r"BLEU4 = ([0-9.]+)", proc.stdout)
     assert match, f"no BLEU in fairseq-generate output:\n{proc.stdout[-2000:]}"
     return float(match.group(1))
