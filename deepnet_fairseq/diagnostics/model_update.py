@@ -95,6 +95,8 @@ def measure(data_dir: str, method: str, layers: int, args) -> List[Dict]:
     """Train one model for ``args.steps`` updates, recording the update after each."""
     from fairseq.trainer import Trainer
 
+    from ..models.method_transformers import initialise_from_batch
+
     cfg, task, model, criterion = build_training(data_dir, method, layers, fairseq_options(args),
                                                  seed=args.seed)
     trainer = Trainer(cfg, task, model, criterion)
@@ -103,6 +105,9 @@ def measure(data_dir: str, method: str, layers: int, args) -> List[Dict]:
     batches = [reverse_copy_batch(dictionary, args.batch_size, args.length, generator)
                for _ in range(args.batches)]
     probe = reverse_copy_batch(dictionary, args.batch_size, args.length, generator)
+    # theta_0 is the model as training starts: data-dependent init (Admin's profiling, which
+    # training would run on its first batch) happens first, so it is not counted as an update
+    initialise_from_batch(model, batches[0]["net_input"])
     start = features(model, probe)
     rows = [dict(method=method, encoder_layers=layers, decoder_layers=layers, step=0,
                  lr=trainer.get_lr(), loss=float("nan"), update=0.0)]
