@@ -12,14 +12,14 @@ from typing import Iterable, List, Sequence
 import torch
 
 from .. import USER_DIR, methods
-from ..models.deepnet_transformer import deepnet_tiny_architecture
+from ..models.deepnet_transformer import tiny_size
 
 
 def tiny_width_args() -> List[str]:
-    """fairseq-train options of the 64-128-2 width, read from ``deepnet_transformer_tiny`` so the
+    """fairseq-train options of the 64-128-2 width, read from the plugin's tiny size so the
     sizes live in one place; applied on top of any method's options."""
     args = argparse.Namespace()
-    deepnet_tiny_architecture(args)
+    tiny_size(args)
     return ["--encoder-embed-dim", str(args.encoder_embed_dim),
             "--encoder-ffn-embed-dim", str(args.encoder_ffn_embed_dim),
             "--encoder-attention-heads", str(args.encoder_attention_heads),

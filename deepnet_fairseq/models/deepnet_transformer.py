@@ -160,13 +160,19 @@ def deepnet_iwslt_architecture(args):
 @register_model_architecture("deepnet_transformer", "deepnet_transformer_tiny")
 def deepnet_tiny_architecture(args):
     """64 hidden, 128 FFN, 2 heads (the paper's Figure 5 width), 2-2 layers: tests/debugging."""
+    tiny_size(args)
+    deepnet_base_architecture(args)
+
+
+def tiny_size(args):
+    """Set the tiny size (64 / 128 / 2 heads, 2-2 layers) where not given: shared by every
+    method's ``_tiny`` architecture and the diagnostics."""
     args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
     args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 128)
     args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
     args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
     args.encoder_layers = getattr(args, "encoder_layers", 2)
     args.decoder_layers = getattr(args, "decoder_layers", 2)
-    deepnet_base_architecture(args)
 
 
 # The depths of the paper's tables: deepnet_transformer_{N}_{M} is base size with N encoder

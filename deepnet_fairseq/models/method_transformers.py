@@ -27,6 +27,7 @@ from fairseq.models.transformer import (
 from .. import constants
 from ..layers import wrap_for_training
 from ..method_layers import LAYERS, DLCL, LayerAggregation, profile_admin_
+from .deepnet_transformer import tiny_size
 
 # --- stacks that build the method's layers -------------------------------------------------
 
@@ -247,12 +248,7 @@ def _tiny(method: str):
     base = _base(method)
 
     def architecture(args):
-        args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
-        args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 128)
-        args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
-        args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
-        args.encoder_layers = getattr(args, "encoder_layers", 2)
-        args.decoder_layers = getattr(args, "decoder_layers", 2)
+        tiny_size(args)
         base(args)
 
     architecture.__doc__ = f"{method}: 64/128/2 heads, 2L-2L by default (tests, debugging)."
