@@ -3,11 +3,13 @@ parser, arch hook and task (as ``fairseq-train`` does), a generated reverse-copy
 writes and progress output."""
 
 import argparse
+import csv
+import io
 import os
 import sys
 import tempfile
 import time
-from typing import Iterable, List, Sequence
+from typing import Dict, Iterable, List, Sequence
 
 import torch
 
@@ -116,6 +118,17 @@ def atomic_write_text(path: str, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_csv(path: str, rows: List[Dict], fields: Sequence[str], float_format: str) -> None:
+    """Write ``rows`` as CSV with the columns ``fields``, floats as ``float_format``, atomically."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(fields), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (format(v, float_format) if isinstance(v, float) else v)
+                         for k, v in row.items()})
+    atomic_write_text(path, buffer.getvalue())
 
 
 def atomic_savefig(figure, path: str) -> None:

@@ -22,8 +22,6 @@ repeated with the same settings (--force reruns); the results are depth_study.{c
 """
 
 import argparse
-import csv
-import io
 import json
 import math
 import os
@@ -36,6 +34,7 @@ from collections import Counter
 from typing import Dict, List
 
 from .. import USER_DIR, methods
+from . import common
 from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
                      positive_ints, pyplot, tiny_width_args)
 
@@ -201,12 +200,7 @@ def plot(path: str, rows: List[Dict], baseline: float, title: str) -> None:
 
 
 def write_csv(path: str, rows: List[Dict]) -> None:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()})
-    atomic_write_text(path, buffer.getvalue())
+    common.write_csv(path, rows, FIELDS, ".4f")
 
 
 def main(argv=None) -> None:

@@ -19,8 +19,6 @@ the small default learning rate. Same seed => same data and the same draws for e
 """
 
 import argparse
-import csv
-import io
 import math
 import os
 import tempfile
@@ -28,7 +26,8 @@ from typing import Dict, List
 
 import torch
 
-from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
+from . import common
+from .common import (Progress, add_methods_option, atomic_savefig,
                      build_training, positive_ints, pyplot, reverse_copy_batch, write_dictionary)
 
 FIELDS = ("method", "encoder_layers", "decoder_layers", "step", "lr", "loss", "update")
@@ -121,12 +120,7 @@ def measure(data_dir: str, method: str, layers: int, args) -> List[Dict]:
 
 
 def write_csv(path: str, rows: List[Dict]) -> None:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
-    atomic_write_text(path, buffer.getvalue())
+    common.write_csv(path, rows, FIELDS, ".6g")
 
 
 def plot(path: str, rows: List[Dict], title: str) -> None:
