@@ -168,6 +168,12 @@ check_aligned() {
   done
 }
 
+# publish_raw PAIR...: check $RAW.tmp for the pairs, then move it to $RAW and mark it done.
+publish_raw() {
+  check_aligned "$RAW.tmp" "$@"
+  rm -rf "${RAW:?}" && mv "$RAW.tmp" "$RAW" && touch "$RAW/.done"
+}
+
 # ---------------------------------------------------------------------------------------------
 # Training
 

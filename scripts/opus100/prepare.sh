@@ -75,8 +75,7 @@ if [[ ! -f "$RAW/.done" ]]; then
   done
   PAIRS=()
   for x in "${LANG_LIST[@]}"; do PAIRS+=("$x-en"); done
-  check_aligned "$RAW.tmp" "${PAIRS[@]}"
-  rm -rf "$RAW" && mv "$RAW.tmp" "$RAW" && touch "$RAW/.done"
+  publish_raw "${PAIRS[@]}"
 fi
 # the pairs are those of the raw text (a later LANGS needs a fresh WORK)
 PAIRS=()

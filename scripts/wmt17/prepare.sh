@@ -61,8 +61,7 @@ if [[ ! -f "$RAW/.done" ]]; then
       done ;;
     *) die "SOURCE must be download or local, got '$SOURCE'" ;;
   esac
-  check_aligned "$RAW.tmp" "$PAIR"
-  rm -rf "$RAW" && mv "$RAW.tmp" "$RAW" && touch "$RAW/.done"
+  publish_raw "$PAIR"
   log "raw text: $(wc -l < "$RAW/train.$PAIR.$SRC") train, $(wc -l < "$RAW/valid.$PAIR.$SRC") valid, $(wc -l < "$RAW/test.$PAIR.$SRC") test pairs"
 fi
 prepare_bilingual
