@@ -15,6 +15,8 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=find_packages(include=["deepnet_fairseq", "deepnet_fairseq.*"]),
+    # Multi30k ships with the package: the quickstart, recipes and tests need no download.
+    package_data={"deepnet_fairseq.corpora": ["multi30k/*.gz", "multi30k/README.md"]},
     install_requires=["torch>=2.0", "sacrebleu>=2.0", "sentencepiece"],
     entry_points={
         "console_scripts": [

@@ -13,7 +13,7 @@
 # Environment (defaults in brackets):
 #   SIZE      quickstart | smoke                                  [quickstart]
 #   DATA      directory with Multi30k {train,val,test_2016_flickr}.{en,de}.gz
-#                                                                 [../shared/data/multi30k]
+#                                                  [deepnet_fairseq/corpora/multi30k, shipped]
 #   WORK      output directory                                    [runs/quickstart-$SIZE]
 #   DEVICE    cpu | cuda                                          [cpu]
 #   UPDATES   training updates                      [1000 for quickstart, 60 for smoke]
@@ -24,7 +24,7 @@ if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then usage; exit 0; fi
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SIZE=${SIZE:-quickstart}
-DATA=${DATA:-$REPO/../shared/data/multi30k}
+DATA=${DATA:-$REPO/deepnet_fairseq/corpora/multi30k}
 WORK=${WORK:-$REPO/runs/quickstart-$SIZE}
 DEVICE=${DEVICE:-cpu}
 

@@ -17,12 +17,10 @@ import pytest
 
 from conftest import REPO
 
-MULTI30K = os.path.join(os.path.dirname(REPO), "shared", "data", "multi30k")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not os.path.isfile(os.path.join(MULTI30K, "train.en.gz")),
-                       reason="Multi30k not found at ../shared/data/multi30k"),
-]
+from deepnet_fairseq.corpora import multi30k_dir
+
+MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
+pytestmark = pytest.mark.slow
 LOCAL = {"SIZE": "smoke", "DEVICE": "cpu", "SOURCE": "local", "LOCAL_DIR": MULTI30K,
          "LOCAL_VALID": "val", "LOCAL_TEST": "test_2016_flickr",
          "OMP_NUM_THREADS": "1"}  # one thread per process: CI machines are small and shared

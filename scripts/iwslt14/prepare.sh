@@ -5,7 +5,7 @@
 # test = dev2010 + tst2010-2012 + TEDx dev2012 (as fairseq's prepare-iwslt14.sh; cased here).
 #
 #   bash scripts/iwslt14/prepare.sh
-#   SIZE=smoke SOURCE=local LOCAL_DIR=../shared/data/multi30k LOCAL_VALID=val \
+#   SIZE=smoke SOURCE=local LOCAL_DIR=deepnet_fairseq/corpora/multi30k LOCAL_VALID=val \
 #     LOCAL_TEST=test_2016_flickr bash scripts/iwslt14/prepare.sh   # CI: Multi30k de->en
 #
 # Hardware: any machine. Time: about 5 minutes (smoke: well under a minute). Re-running skips

@@ -6,7 +6,7 @@
 #
 #   bash scripts/opus100/prepare.sh                              # all 99 pairs, download mode
 #   LANGS="de fr cs" bash scripts/opus100/prepare.sh             # a subset
-#   SIZE=smoke SOURCE=local LOCAL_DIR=../shared/data/multi30k LOCAL_VALID=val \
+#   SIZE=smoke SOURCE=local LOCAL_DIR=deepnet_fairseq/corpora/multi30k LOCAL_VALID=val \
 #     LOCAL_TEST=test_2016_flickr LANGS="de fr cs" bash scripts/opus100/prepare.sh  # CI: Multi30k
 #
 # Hardware: ~100 GB disk, 16+ CPU cores. Time (estimated): 3-5 hours for all pairs (cleaning,

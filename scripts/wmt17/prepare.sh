@@ -4,7 +4,7 @@
 #
 #   bash scripts/wmt17/prepare.sh                     # download mode
 #   SOURCE=local LOCAL_DIR=/data/wmt17-text bash scripts/wmt17/prepare.sh
-#   SIZE=smoke SOURCE=local LOCAL_DIR=../shared/data/multi30k LOCAL_VALID=val \
+#   SIZE=smoke SOURCE=local LOCAL_DIR=deepnet_fairseq/corpora/multi30k LOCAL_VALID=val \
 #     LOCAL_TEST=test_2016_flickr bash scripts/wmt17/prepare.sh   # CI: Multi30k as a WMT-shaped corpus
 #
 # Data: europarl v7, commoncrawl, news-commentary v12, rapid 2016 (statmt.org WMT-17 archives,
