@@ -6,7 +6,9 @@
   input norms (Figure 4) and update ratios for any ``fairseq-train`` run, logged by fairseq;
 * ``plot_monitors`` -- ``deepnet-plot-monitors``: per-layer heat maps from those logs;
 * ``depth_study``   -- ``deepnet-depth-study``: tiny models of each method from 6L-6L to 500L-500L
-  under identical settings, converged / stalled / diverged (the paper's Table 1, tiny scale).
+  under identical settings, converged / stalled / diverged (the paper's Table 1, tiny scale);
+* ``source_use``    -- ``deepnet-source-use``: how much checkpoints' outputs depend on their source
+  (NLL gain of the true source over another sentence's, each decoder sub-layer's branch share).
 
 Importing this package registers nothing but the monitored task (fairseq imports it through
 ``--user-dir``, as the rest of the plugin).

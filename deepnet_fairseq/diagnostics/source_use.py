@@ -1,0 +1,152 @@
+"""How much a translation model uses its source: ``deepnet-source-use``.
+
+A model that has collapsed into a target-side language model writes fluent sentences that do
+not depend on the input. Two measurements on a fixed batch of held-out sentence pairs, in eval
+mode (no dropout), for each checkpoint given:
+
+``source_gain``
+    teacher-forced NLL (bits per target token, no label smoothing) with every sentence's
+    source replaced by another sentence's of the same batch, minus the NLL with the true
+    sources. Zero for a model that ignores its source; the larger, the more the source counts.
+``share.{self,cross,ffn}.{i}``
+    for decoder layer i, the share of each sub-layer's branch in what the sub-layer adds up:
+    mean over target positions of ``||b|| / ||s(x, b)||``, with ``b`` the branch output
+    (self-attention, cross-attention or FFN, after dropout) and ``s`` the layer's own
+    ``residual_connection`` (``x + b`` for Post-LN and Pre-LN, ``alpha * x + b`` for DeepNet).
+    A small cross-attention share means the source barely moves the decoder's hidden state.
+
+Works for any model whose decoder layers are fairseq ``TransformerDecoderLayerBase`` (Post-LN,
+Pre-LN, DeepNet and the methods built on fairseq's layers): the measurement wraps the
+``residual_connection`` each sub-layer calls, in order self-attention, cross-attention, FFN.
+
+    deepnet-source-use DATA_BIN --checkpoints run/checkpoint_1_200.pt run/checkpoint_2_400.pt \\
+        --out source_use.csv
+"""
+
+import argparse
+import math
+import os
+import sys
+from typing import Dict, List
+
+import torch
+
+SUBLAYERS = ("self", "cross", "ffn")
+
+
+def held_out_batch(task, subset: str, sentences: int) -> Dict:
+    """The first ``sentences`` pairs of ``subset`` as one collated batch (fixed, reproducible)."""
+    task.load_dataset(subset)
+    dataset = task.dataset(subset)
+    count = min(sentences, len(dataset))
+    return dataset.collater([dataset[i] for i in range(count)])
+
+
+def _nll_bits(model, net_input, target, pad: int) -> float:
+    """Mean teacher-forced NLL of the non-pad target tokens, in bits."""
+    output = model(**net_input)
+    lprobs = model.get_normalized_probs(output, log_probs=True)
+    nll = -lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+    mask = target.ne(pad)
+    return (nll[mask].sum() / mask.sum()).item() / math.log(2)
+
+
+@torch.no_grad()
+def measure(model, batch, pad: int) -> Dict[str, float]:
+    """``source_gain``, both NLLs and the per-layer branch shares of ``model`` on ``batch``."""
+    model.eval()
+    layers = list(model.decoder.layers)
+    target = batch["target"]
+    positions = target.ne(pad).t()  # T x B, the layout of the decoder's hidden states
+    shares: Dict[str, List[float]] = {}
+
+    def recording(index, original):
+        calls = []
+
+        def residual_connection(x, residual):
+            out = original(x, residual)
+            if len(calls) < len(SUBLAYERS):  # the true-source pass only
+                ratio = x.norm(dim=-1) / out.norm(dim=-1).clamp_min(1e-12)
+                shares[f"share.{SUBLAYERS[len(calls)]}.{index}"] = ratio[positions].mean().item()
+            calls.append(None)
+            return out
+        return residual_connection
+
+    for index, layer in enumerate(layers):
+        # an instance attribute shadows the class's method for this measurement only
+        layer.residual_connection = recording(index, layer.residual_connection)
+    try:
+        nll_true = _nll_bits(model, batch["net_input"], target, pad)
+        shuffled = dict(batch["net_input"])
+        # each target is scored against its neighbour's source: same lengths and padding
+        # statistics as the true batch, but no information about this sentence
+        shuffled["src_tokens"] = shuffled["src_tokens"].roll(1, dims=0)
+        shuffled["src_lengths"] = shuffled["src_lengths"].roll(1, dims=0)
+        nll_shuffled = _nll_bits(model, shuffled, target, pad)
+    finally:
+        for layer in layers:
+            del layer.residual_connection
+    result = {"nll_true": nll_true, "nll_shuffled": nll_shuffled,
+              "source_gain": nll_shuffled - nll_true}
+    for sub in SUBLAYERS:
+        values = [shares[f"share.{sub}.{i}"] for i in range(len(layers))
+                  if f"share.{sub}.{i}" in shares]
+        result[f"share.{sub}"] = sum(values) / len(values) if values else float("nan")
+    result.update(shares)
+    return result
+
+
+def load(path: str, data: str):
+    """Model, task and update number of a fairseq checkpoint (the plugin must be imported)."""
+    from fairseq import checkpoint_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [path], arg_overrides={"data": data}, state=state)
+    history = state.get("optimizer_history") or [{}]
+    return models[0], task, history[-1].get("num_updates", 0)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="deepnet-source-use", description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Columns: update, nll_true, nll_shuffled, source_gain (bits/token), "
+               "share.{self,cross,ffn} (mean over decoder layers) and per layer.")
+    parser.add_argument("data", help="fairseq binarised data directory (fairseq-preprocess output)")
+    parser.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint files")
+    parser.add_argument("--subset", default="valid", help="held-out split (default: valid)")
+    parser.add_argument("--sentences", type=int, default=256,
+                        help="sentence pairs in the measured batch (default: 256)")
+    parser.add_argument("--out", help="write the table as CSV here (atomically)")
+    args = parser.parse_args(argv)
+    missing = [p for p in args.checkpoints if not os.path.isfile(p)]
+    if missing:
+        parser.error(f"checkpoint(s) not found: {', '.join(missing)}")
+    if args.sentences < 2:
+        parser.error("--sentences must be at least 2 (sources are exchanged within the batch)")
+
+    import deepnet_fairseq  # noqa: F401  (registers the plugin's models for loading)
+    from .common import write_csv
+
+    rows, batch = [], None
+    print(f"{'update':>7} {'nll':>7} {'nll_shuf':>8} {'gain':>6} {'self':>6} {'cross':>6} "
+          f"{'ffn':>6}  checkpoint")
+    for path in args.checkpoints:
+        model, task, update = load(path, args.data)
+        if batch is None:
+            batch = held_out_batch(task, args.subset, args.sentences)
+        row = {"checkpoint": path, "update": update,
+               **measure(model, batch, task.target_dictionary.pad())}
+        rows.append(row)
+        print(f"{update:>7} {row['nll_true']:7.3f} {row['nll_shuffled']:8.3f} "
+              f"{row['source_gain']:6.3f} {row['share.self']:6.3f} {row['share.cross']:6.3f} "
+              f"{row['share.ffn']:6.3f}  {path}", flush=True)
+    if args.out:
+        fields = list(dict.fromkeys(key for row in rows for key in row))
+        write_csv(args.out, rows, fields, ".5f")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
