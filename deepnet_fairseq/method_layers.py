@@ -168,6 +168,20 @@ class Admin(PerSublayer):
         return residual * (self.omega_init[i] + self.omega_delta[i]) + x
 
 
+def collective_device(model_device: torch.device, backend: str) -> torch.device:
+    """The device on which to hand a tensor to a ``torch.distributed`` collective of a process
+    group with ``backend``, for a model on ``model_device``: NCCL reduces CUDA tensors only (the
+    model's GPU, or the current one for a CPU model); gloo reduces CPU tensors everywhere; any
+    other backend (mpi, a per-device spec such as "cpu:gloo,cuda:nccl") gets the model's."""
+    if backend == "nccl":
+        if model_device.type == "cuda":
+            return model_device
+        return torch.device("cuda", torch.cuda.current_device())
+    if backend == "gloo":
+        return torch.device("cpu")
+    return model_device
+
+
 def profile_admin_(model, sample_input: dict) -> None:
     """Admin's profiling pass: run ``model`` once on ``sample_input`` with omega = 1 and no
     dropout, then set every omega_i to sqrt(sum of the variances before sub-layer i)."""
@@ -188,8 +202,13 @@ def profile_admin_(model, sample_input: dict) -> None:
         for layers in stacks:
             variances = torch.tensor([v for layer in layers for v in layer.profile])
             if torch.distributed.is_available() and torch.distributed.is_initialized():
-                torch.distributed.all_reduce(variances)  # the same omega on every worker
-                variances /= torch.distributed.get_world_size()
+                # the same omega on every worker: the mean of the workers' variances, reduced on
+                # the device the process group can reduce (NCCL: CUDA tensors only)
+                device = collective_device(next(model.parameters()).device,
+                                           torch.distributed.get_backend())
+                variances = variances.to(device)
+                torch.distributed.all_reduce(variances)
+                variances = variances.cpu() / torch.distributed.get_world_size()
             before = torch.cumsum(variances, 0)  # before[k]: y_0 .. y_k
             k = 0
             for layer in layers:
