@@ -7,11 +7,13 @@ and ``--tensorboard-logdir`` like fairseq's own statistics:
 
 ``mon_grad.{enc,dec}.{i}``
     L2 norm of the gradient of layer i's parameters as the optimizer receives it (after fairseq
-    divides by the sample size and clips; fp16 loss scale removed), local to this worker.
+    divides by the sample size and clips; fp16 loss scale removed). Under data parallelism this
+    is the all-reduced gradient, the same on every worker.
 ``mon_lnin.{enc,dec}.{i}``
     norm of the inputs of layer i's LayerNorms (``alpha * x + G(x)`` for Post-LN and DeepNet;
     the sub-layer input for Pre-LN): L2 norm over the hidden dimension, mean over all positions
     of the batch (padding included) and over the layer's LayerNorms -- the paper's Figure 4.
+    Under data parallelism, of the logging worker's (rank 0's) share of the batch.
 ``mon_upd.{enc,dec}.{i}``
     ||theta_after - theta_before|| / ||theta_before|| of layer i's parameters for this update.
 
@@ -20,8 +22,11 @@ plus model-wide ``mon_grad`` (over all layers), ``mon_lnin`` (mean over all laye
 the task is exactly ``translation``. Hooks are forward pre-hooks registered from outside the
 model, so every architecture (fairseq's ``transformer``, Pre-LN, ``deepnet_transformer``) works
 without changes; parameters are grouped by their ``encoder.layers.i`` / ``decoder.layers.i``
-names (FSDP's flattened parameters are not supported). ``deepnet-plot-monitors`` draws the
-logs as per-layer heat maps.
+names in the fairseq model, which is first taken out of fairseq's data-parallel wrappers
+(``unwrap``: ModuleProxyWrapper, torch DDP, LegacyDistributedDataParallel keep it as their
+``module``), so multi-process runs measure the same layers as one process. A model with no
+such layer (FSDP's flattened parameters, a model without ``layers`` stacks) is an error, not a
+log of zeros. ``deepnet-plot-monitors`` draws the logs as per-layer heat maps.
 
     fairseq-train DATA --user-dir deepnet_fairseq --task translation_monitored ...
 """
@@ -33,6 +38,7 @@ from typing import Dict, Optional, Tuple
 
 import torch
 from fairseq.logging import metrics
+from fairseq.models import BaseFairseqModel
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 from omegaconf import II
@@ -53,15 +59,37 @@ def metric_key(stat: str, layer: Tuple[str, int]) -> str:
     return f"mon_{stat}.{layer[0]}.{layer[1]}"
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The fairseq model inside the wrappers fairseq's trainer hands the task under data
+    parallelism (``ModuleProxyWrapper(DistributedDataParallel(model))``,
+    ``ModuleProxyWrapper(LegacyDistributedDataParallel(model))``, ...): each registers what it
+    wraps as its sub-module ``module``. Read from ``_modules``, not ``getattr``, because
+    ModuleProxyWrapper forwards unknown attributes to the model inside."""
+    while not isinstance(model, BaseFairseqModel):
+        inner = model._modules.get("module")
+        if not isinstance(inner, torch.nn.Module):
+            break  # not a wrapper we know: use it as it is
+        model = inner
+    return model
+
+
 class LayerMonitor:
     """Per-layer gradient norms, LayerNorm input norms and update ratios of one update."""
 
     def __init__(self, model: torch.nn.Module):
+        model = unwrap(model)  # the same parameter and module objects, named without "module."
         self.params = defaultdict(list)  # (side, i) -> parameters of that layer
         for name, param in model.named_parameters():
             layer = layer_of(name)
             if layer is not None and param.requires_grad:
                 self.params[layer].append(param)
+        if not self.params:  # logging zeros would look like a measurement: refuse instead
+            names = [name for name, _ in model.named_parameters()][:3]
+            raise RuntimeError(
+                f"--task translation_monitored found no trainable parameter named "
+                f"'encoder.layers.<i>.*' or 'decoder.layers.<i>.*' in {type(model).__name__} "
+                f"(first parameters: {names}); the monitors need fairseq's layer stacks "
+                f"(FSDP's flattened parameters are not supported). Use --task translation.")
         self.norms = [(layer_of(name), module) for name, module in model.named_modules()
                       if isinstance(module, torch.nn.LayerNorm) and layer_of(name + ".")]
         self.ln_sums: Dict[Tuple[str, int], float] = defaultdict(float)
