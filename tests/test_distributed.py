@@ -1,0 +1,264 @@
+"""The distributed runtime: multi-process resume, Admin's reduction, the monitors under DDP, and
+every method trained by 2 processes.
+
+The slow tests launch real torchrun processes (gloo, CPU, one thread each) through
+``deepnet_fairseq.fairseq_train_compat`` as the recipes do; the others run in this process.
+"""
+
+import io
+import json
+import math
+import os
+import pickle
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO, USER_DIR, build, sample_batch
+
+from deepnet_fairseq import checkpoint_compat, methods
+from deepnet_fairseq.method_layers import Admin, collective_device, profile_admin_
+
+# Two gloo processes on CPU, fairseq's own all-reduce (torch's DDP refuses a CPU model with
+# fairseq's device_ids), tiny batches, every update logged as JSON on rank 0.
+TWO_PROCESSES = ["--user-dir", USER_DIR, "--cpu", "--distributed-backend", "gloo",
+                 "--ddp-backend", "legacy_ddp", "--distributed-world-size", "2",
+                 "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "1e-3",
+                 "--max-tokens", "256", "--log-interval", "1", "--log-format", "json",
+                 "--num-workers", "0", "--disable-validation", "--seed", "7"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def torchrun(*args, timeout=600) -> str:
+    """``torchrun --nproc_per_node 2 ARGS`` with one thread a process; its output (fairseq
+    logs to stderr here)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *map(str, args)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    output = proc.stdout + proc.stderr
+    errors = "\n".join(line for line in output.splitlines() if "Error" in line)
+    assert proc.returncode == 0, (f"torchrun exited {proc.returncode}; its errors:\n{errors}\n"
+                                  f"its last output:\n{output[-4000:]}")
+    return output
+
+
+def train_inner(log: str):
+    """The per-update JSON records fairseq logged (--log-format json --log-interval 1)."""
+    marker = "train_inner:"
+    return [json.loads(line.split(marker, 1)[1]) for line in log.splitlines() if marker in line]
+
+
+def by_update(records):
+    return {int(r["num_updates"]): r for r in records}
+
+
+# --- resume --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def resume(toy_data, tmp_path_factory):
+    """Run A trains 2 processes to update 3 and saves; run B, a new launch, resumes it to
+    update 6; run C trains to update 6 without interruption. Their logs."""
+    root = tmp_path_factory.mktemp("resume")
+
+    def launch(save_dir, max_update, *extra):
+        return torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES,
+                        "--arch", "deepnet_transformer_tiny", "--max-update", max_update,
+                        "--save-dir", save_dir, "--no-epoch-checkpoints", *extra)
+
+    first = launch(root / "ck", 3)
+    resumed = launch(root / "ck", 6)
+    whole = launch(root / "whole", 6, "--no-save")
+    return {"first": first, "resumed": resumed, "whole": whole, "ckpt": root / "ck"}
+
+
+@pytest.mark.slow
+def test_two_process_resume_continues_with_the_uninterrupted_losses(resume):
+    assert "(epoch 1 @ 3 updates)" in resume["resumed"]  # fairseq's "Loaded checkpoint" line
+    first, resumed, whole = (by_update(train_inner(resume[k]))
+                             for k in ("first", "resumed", "whole"))
+    assert sorted(first) == [1, 2, 3] and sorted(resumed) == [4, 5, 6]
+    assert sorted(whole) == [1, 2, 3, 4, 5, 6]
+    for update in range(1, 7):
+        run = first if update <= 3 else resumed
+        for key in ("loss", "gnorm"):  # logged to 3 decimals: equal up to that rounding
+            assert abs(float(run[update][key]) - float(whole[update][key])) <= 1e-3, (update, key)
+    # the check can tell: a resume that restarted from scratch would repeat updates 1-3
+    assert [whole[u]["loss"] for u in (4, 5, 6)] != [whole[u]["loss"] for u in (1, 2, 3)]
+
+
+@pytest.mark.slow
+def test_the_broadcast_state_needs_only_the_allowlisted_classes(resume):
+    # what rank 0 sends: the checkpoint as fairseq loads it, tensors split off, torch.save'd
+    from fairseq import checkpoint_utils
+    from fairseq.distributed import utils as distributed_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(resume["ckpt"] / "checkpoint_last.pt"))
+    obj = distributed_utils._split_tensors_from_obj(state, [])
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    found = set(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(buffer.getvalue())))
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in
+               checkpoint_compat.broadcast_globals() + list(checkpoint_compat.FAIRSEQ_CHECKPOINT_GLOBALS)}
+    assert "omegaconf.dictconfig.DictConfig" in found  # what made rank 1 fail before
+    assert found <= allowed, found - allowed
+    # outside fairseq's broadcast the weights-only unpickler still refuses OmegaConf ...
+    with pytest.raises(pickle.UnpicklingError, match="DictConfig"):
+        torch.load(io.BytesIO(buffer.getvalue()))
+    # ... and with the broadcast's allowlist the state comes back whole
+    with torch.serialization.safe_globals(checkpoint_compat.broadcast_globals()):
+        loaded = torch.load(io.BytesIO(buffer.getvalue()))
+    assert loaded["cfg"] == obj["cfg"] and loaded["extra_state"] == obj["extra_state"]
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (os.getenv, ("HOME",))  # harmless, but a call the unpickler must refuse
+
+
+def test_the_broadcast_allowlist_refuses_code():
+    buffer = io.BytesIO()
+    torch.save({"cfg": _RunsCode()}, buffer)
+    with torch.serialization.safe_globals(checkpoint_compat.broadcast_globals()):
+        with pytest.raises(pickle.UnpicklingError, match="getenv"):
+            torch.load(io.BytesIO(buffer.getvalue()))
+
+
+def test_fairseq_broadcast_is_wrapped_once_and_the_allowlist_is_scoped():
+    from fairseq.distributed import utils as distributed_utils
+
+    assert checkpoint_compat.allow_broadcast_globals()  # idempotent: already done at import
+    wrapped = distributed_utils._broadcast_object_slow
+    assert wrapped._deepnet_allowlisted and wrapped.__wrapped__.__module__ == distributed_utils.__name__
+    assert not hasattr(wrapped.__wrapped__, "_deepnet_allowlisted")  # one wrapper, not two
+    from omegaconf import DictConfig
+    assert DictConfig not in torch.serialization.get_safe_globals()  # files: Namespace only
+
+
+# --- Admin's reduction ---------------------------------------------------------------------
+
+def test_collective_device_follows_the_backend(monkeypatch):
+    cpu, gpu1 = torch.device("cpu"), torch.device("cuda", 1)
+    assert collective_device(cpu, "gloo") == cpu
+    assert collective_device(gpu1, "gloo") == cpu  # gloo reduces CPU tensors everywhere
+    assert collective_device(gpu1, "nccl") == gpu1  # NCCL: the model's own GPU
+    # NCCL with a CPU model: the process's current GPU (no GPU here: the index is stubbed)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert collective_device(cpu, "nccl") == torch.device("cuda", 3)
+    assert collective_device(gpu1, "cpu:gloo,cuda:nccl") == gpu1
+    assert collective_device(cpu, "mpi") == cpu
+
+
+def _omegas(model):
+    return torch.cat([m.omega_init.flatten() for m in model.modules() if isinstance(m, Admin)])
+
+
+def test_admin_profiling_reduces_through_a_process_group(toy_data, tmp_path):
+    """A 1-process gloo group: the reduction path runs and must leave omega as without one."""
+    model, task, _ = build(toy_data, "admin_transformer_tiny")
+    net_input = sample_batch(task)["net_input"]
+    profile_admin_(model, net_input)
+    alone = _omegas(model).clone()
+    assert not torch.allclose(alone, torch.ones_like(alone))  # profiled, not the init
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0,
+                                         world_size=1)
+    try:
+        profile_admin_(model, net_input)
+    finally:
+        torch.distributed.destroy_process_group()
+    torch.testing.assert_close(_omegas(model), alone)
+
+
+# --- monitors through fairseq's wrappers ----------------------------------------------------
+
+def test_monitors_find_the_layers_through_fairseqs_ddp_wrappers(toy_data, tmp_path):
+    from fairseq.distributed import LegacyDistributedDataParallel, ModuleProxyWrapper
+    from deepnet_fairseq.diagnostics.monitors import LayerMonitor, unwrap
+
+    model, _, _ = build(toy_data, "deepnet_transformer_tiny")
+    alone = LayerMonitor(model)
+    assert sorted(alone.params) == [("dec", 0), ("dec", 1), ("enc", 0), ("enc", 1)]
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0,
+                                         world_size=1)
+    try:  # what fairseq's trainer hands the task with --ddp-backend legacy_ddp
+        wrapped = ModuleProxyWrapper(LegacyDistributedDataParallel(model, process_group=None))
+    finally:
+        torch.distributed.destroy_process_group()
+    assert next(iter(dict(wrapped.named_parameters()))).startswith("module.module.")
+    assert unwrap(wrapped) is model
+    monitor = LayerMonitor(wrapped)
+    assert monitor.params.keys() == alone.params.keys()
+    for layer, params in alone.params.items():
+        assert all(a is b for a, b in zip(params, monitor.params[layer]))
+    assert [m for _, m in monitor.norms] == [m for _, m in alone.norms] and monitor.norms
+
+
+def test_monitors_refuse_a_model_without_layers():
+    from deepnet_fairseq.diagnostics.monitors import LayerMonitor
+
+    with pytest.raises(RuntimeError, match="found no trainable parameter named 'encoder.layers"):
+        LayerMonitor(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+# --- every method, and the monitors, with 2 processes -----------------------------------------
+
+MONITORED = "deepnet+translation_monitored"
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(toy_data, tmp_path_factory):
+    """Every registered method (tiny, 2L-2L) and one monitored run, 3 updates each, in one
+    torchrun launch of tests/distributed_driver.py. name -> (rank 0's log, log path)."""
+    root = tmp_path_factory.mktemp("methods")
+    runs = []
+    for name, method in methods.METHODS.items():
+        argv = method.train_args(2, 2)
+        argv[argv.index("--arch") + 1] += "_tiny"
+        runs.append({"name": name, "argv": argv})
+    runs.append({"name": MONITORED, "argv": ["--arch", "deepnet_transformer_tiny",
+                                             "--task", "translation_monitored"]})
+    for run in runs:
+        run["log"] = str(root / f"{run['name']}.log")
+        run["argv"] = [str(toy_data), *TWO_PROCESSES, "--max-update", "3", "--no-save",
+                       *run["argv"]]
+    spec = root / "runs.json"
+    spec.write_text(json.dumps(runs))
+    torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
+    return {run["name"]: run["log"] for run in runs}
+
+
+def check_two_process_run(log_path):
+    for rank in (0, 1):  # both processes finished this run, in a world of 2
+        with open(f"{log_path}.rank{rank}.json") as handle:
+            assert json.load(handle) == {"rank": rank, "world_size": 2}
+    log = open(log_path).read()
+    assert "training on 2 devices" in log and "'distributed_world_size': 2" in log
+    records = by_update(train_inner(log))
+    assert sorted(records) == [1, 2, 3]
+    assert all(math.isfinite(float(r["loss"])) for r in records.values())
+    return records
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_each_method_trains_with_two_processes(two_process_runs, name):
+    check_two_process_run(two_process_runs[name])
+
+
+@pytest.mark.slow
+def test_monitors_log_real_values_with_two_processes(two_process_runs):
+    records = check_two_process_run(two_process_runs[MONITORED])
+    expected = {f"mon_{stat}.{side}.{i}" for stat in ("grad", "lnin", "upd")
+                for side in ("enc", "dec") for i in range(2)}
+    for update, record in records.items():
+        values = {k: float(v) for k, v in record.items() if k.startswith("mon_")}
+        assert expected | {"mon_grad", "mon_lnin", "mon_upd"} == set(values), update
+        assert all(math.isfinite(v) and v > 0 for v in values.values()), values
