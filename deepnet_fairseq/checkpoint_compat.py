@@ -17,19 +17,20 @@ too, so rank 1 dies with "Unsupported global: GLOBAL omegaconf.dictconfig.DictCo
 
 Decision: the receiving ranks keep the weights-only unpickler, and only while fairseq unpickles
 such a broadcast buffer (``_broadcast_object_slow``, the one function that does) a fixed,
-short list of classes is allowed in addition: ``BROADCAST_GLOBALS``, found by listing the
+short list of classes is allowed in addition: ``broadcast_globals()``, found by listing the
 globals of the pickle of a real broadcast state (``torch.serialization.
 get_unsafe_globals_in_checkpoint``; ``tests/test_distributed.py`` checks the list against one).
 They are OmegaConf's own container and node classes with their metadata, the ``typing.Any``
-and builtin types that metadata names, ``collections.defaultdict`` and fairseq's
-``_TensorPlaceholder`` (the index of a tensor sent separately). None of them runs code of the
-data's choosing when unpickled: their ``__setstate__`` stores values, and the values go through
-the same restricted unpickler. What they carry was read on rank 0 from the checkpoint file by
-the weights-only unpickler (only ``argparse.Namespace`` added), so a checkpoint file can inject
-nothing through the broadcast that it could not inject into rank 0 directly. We chose this
-over ``weights_only=False`` for the buffer, which would also have worked (the sender is rank 0
-of the same job, a peer fairseq already trusts), because the allowlist keeps a full unpickler
-off the network path. Checkpoint files themselves are never read with the extra classes.
+and builtin types that metadata names, ``collections.defaultdict`` (OmegaConf's resolver
+cache) and fairseq's ``_TensorPlaceholder`` (the index of a tensor sent separately). None of
+them runs code of the data's choosing when unpickled: their ``__setstate__`` stores values,
+and the values go through the same restricted unpickler. What they carry was read on rank 0
+from the checkpoint file by the weights-only unpickler (only ``argparse.Namespace`` added), so
+a checkpoint file can inject nothing through the broadcast that it could not inject into rank
+0 directly. We chose this over ``weights_only=False`` for the buffer, which would also have
+worked (the sender is rank 0 of the same job, a peer fairseq already trusts), because the
+allowlist keeps a full unpickler off the network path. Checkpoint files themselves are never
+read with the extra classes.
 
 If a checkpoint brings something else into the broadcast state (e.g. an old argparse-only
 checkpoint that fairseq upgrades to a typed config), the receiving rank fails with torch's
