@@ -106,8 +106,9 @@ def test_the_broadcast_state_needs_only_the_allowlisted_classes(resume):
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     found = set(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(buffer.getvalue())))
-    allowed = {f"{g.__module__}.{g.__qualname__}" for g in
-               checkpoint_compat.broadcast_globals() + list(checkpoint_compat.FAIRSEQ_CHECKPOINT_GLOBALS)}
+    allowed = [*checkpoint_compat.broadcast_globals(),
+               *checkpoint_compat.FAIRSEQ_CHECKPOINT_GLOBALS]
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in allowed}
     assert "omegaconf.dictconfig.DictConfig" in found  # what made rank 1 fail before
     assert found <= allowed, found - allowed
     # outside fairseq's broadcast the weights-only unpickler still refuses OmegaConf ...
@@ -137,7 +138,8 @@ def test_fairseq_broadcast_is_wrapped_once_and_the_allowlist_is_scoped():
 
     assert checkpoint_compat.allow_broadcast_globals()  # idempotent: already done at import
     wrapped = distributed_utils._broadcast_object_slow
-    assert wrapped._deepnet_allowlisted and wrapped.__wrapped__.__module__ == distributed_utils.__name__
+    assert wrapped._deepnet_allowlisted
+    assert wrapped.__wrapped__.__module__ == distributed_utils.__name__  # fairseq's own function
     assert not hasattr(wrapped.__wrapped__, "_deepnet_allowlisted")  # one wrapper, not two
     from omegaconf import DictConfig
     assert DictConfig not in torch.serialization.get_safe_globals()  # files: Namespace only
