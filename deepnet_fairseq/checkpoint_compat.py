@@ -5,8 +5,12 @@ outside an allowlist. fairseq 0.12 calls ``torch.load`` without that argument, a
 checkpoints of argparse-configured models (this plugin's, fairseq's ``transformer``) store the
 model options as an ``argparse.Namespace`` inside ``cfg``, so ``fairseq-generate --path``,
 ``--restore-file`` resumes and checkpoint averaging fail with "Unsupported global: GLOBAL
-argparse.Namespace". We add exactly that class to the allowlist; everything else in a fairseq
-checkpoint (tensors, dicts, lists, numbers, strings, OrderedDict) is already allowed.
+argparse.Namespace". We add exactly that class to the allowlist, plus what numpy needs to
+rebuild a numeric array: a run trained with ``--eval-bleu`` (fairseq's translation example)
+keeps its BLEU n-gram counts as numpy arrays in the checkpoint's saved metrics, which would
+otherwise fail with "Unsupported global: GLOBAL numpy._core.multiarray._reconstruct". Arrays of
+numbers only: object arrays still need a class the list does not have. Everything else in a
+fairseq checkpoint (tensors, dicts, lists, numbers, strings, OrderedDict) is already allowed.
 
 **Multi-process resume.** With several data-parallel processes, fairseq reads the checkpoint
 file on rank 0 only (``Trainer.load_checkpoint``), turns its ``cfg`` into an OmegaConf
@@ -43,16 +47,28 @@ import collections
 import functools
 import typing
 
+import numpy
 import torch
 
-FAIRSEQ_CHECKPOINT_GLOBALS = (argparse.Namespace,)
+# The dtypes of numeric arrays (numpy >= 1.25 pickles a dtype as an instance of its own class).
+NUMERIC_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                  "uint64", "float16", "float32", "float64")
+
+
+def fairseq_checkpoint_globals() -> list:
+    """The classes a fairseq checkpoint file may contain beyond torch's default allowlist."""
+    # numpy pickles an array as a call of its reconstruct function, whose module moved in
+    # numpy 2 (numpy.core -> numpy._core): ask the installed numpy which one it uses
+    reconstruct = numpy.zeros(1).__reduce__()[0]
+    dtype_classes = {type(numpy.dtype(name)) for name in NUMERIC_DTYPES}
+    return [argparse.Namespace, reconstruct, numpy.ndarray, numpy.dtype, *dtype_classes]
 
 
 def allow_fairseq_checkpoint_globals() -> None:
     """Register the classes fairseq checkpoints contain with torch's weights-only unpickler."""
     add_safe_globals = getattr(torch.serialization, "add_safe_globals", None)
     if add_safe_globals is not None:  # absent before torch 2.4, where loading is unrestricted
-        add_safe_globals(list(FAIRSEQ_CHECKPOINT_GLOBALS))
+        add_safe_globals(fairseq_checkpoint_globals())
 
 
 def broadcast_globals() -> list:

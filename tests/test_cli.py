@@ -124,3 +124,19 @@ def test_named_100l_100l_trains_and_generates(toy_data, tmp_path):
     assert state["cfg"]["model"].arch == "deepnet_transformer_100_100"
     assert sum(k.endswith("fc1.weight") for k in state["model"]) == 200
     assert generate_bleu(toy_data, save / "checkpoint_last.pt") >= 0.0
+
+
+@pytest.mark.slow
+def test_checkpoint_of_an_eval_bleu_run_resumes_and_generates(toy_data, tmp_path):
+    # --eval-bleu (fairseq's translation example) stores its n-gram counts as numpy arrays in
+    # the checkpoint: torch's weights-only unpickler must accept them, and nothing more
+    save = tmp_path / "checkpoints"
+    bleu_args = ["--eval-bleu", "--eval-bleu-args", '{"beam": 1, "max_len_b": 12}',
+                 "--validate-interval-updates", 5, "--save-interval-updates", 5]
+    train(toy_data, save, "--max-update", 5, *bleu_args)
+    state = torch.load(save / "checkpoint_last.pt", weights_only=True)  # the plugin's allowlist
+    metrics = repr(state["extra_state"]["metrics"])
+    assert "array(" in metrics, "no numpy array in the saved metrics: the test lost its point"
+    resumed = train(toy_data, save, "--max-update", 6, *bleu_args)
+    assert "@ 5 updates" in resumed.stdout + resumed.stderr
+    assert generate_bleu(toy_data, save / "checkpoint_last.pt") >= 0.0
