@@ -14,6 +14,7 @@
 : "${LEN_RATIO:=1.5}"         # [chosen]
 : "${LR:=5e-4}"               # [chosen] fairseq IWSLT recipe
 : "${WARMUP:=4000}"           # [chosen]
+: "${WARMUP_INIT_LR:=1e-7}"   # [chosen] inverse_sqrt warmup from 1e-7 (fairseq examples)
 : "${ADAM_BETAS:=(0.9, 0.98)}" # [chosen]
 : "${CLIP_NORM:=0.0}"         # [chosen]
 : "${WEIGHT_DECAY:=0.0001}"   # [chosen] fairseq IWSLT recipe
@@ -30,3 +31,4 @@
 : "${MAX_LEN_B:=10}"
 : "${TOKENIZED_BLEU:=0}"   # [chosen] report detokenised sacreBLEU only
 : "${COMPOUND_SPLIT:=0}"      # [chosen] English target: no compounds to split
+: "${IWSLT_URL:=http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz}" # [chosen] fairseq's mirror of the IWSLT-14 de-en archive

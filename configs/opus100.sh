@@ -14,6 +14,7 @@
 : "${TEMPERATURE:=5}"         # [chosen] temperature sampling over pairs, T=5 (common for OPUS-100)
 : "${LR:=5e-4}"               # [chosen] not given as text in the paper
 : "${WARMUP:=4000}"           # [chosen]
+: "${WARMUP_INIT_LR:=1e-7}"   # [chosen] inverse_sqrt warmup from 1e-7 (fairseq examples)
 : "${ADAM_BETAS:=(0.9, 0.98)}" # [chosen]
 : "${CLIP_NORM:=0.0}"         # [chosen]
 : "${WEIGHT_DECAY:=0.0}"      # [chosen] large data, no decay
@@ -28,3 +29,4 @@
 : "${LENPEN:=1.0}"            # [chosen]
 : "${MAX_LEN_A:=1.2}"          # [chosen] hypotheses at most 1.2 x source + 10 tokens (fairseq WMT examples)
 : "${MAX_LEN_B:=10}"
+: "${OPUS_URL:=https://object.pouta.csc.fi/OPUS-100/v1.0/opus-100-corpus-v1.0.tar.gz}" # [paper] the OPUS-100 v1.0 release (Zhang et al. 2020)

@@ -16,8 +16,8 @@ SCRIPTS = sorted(glob.glob(os.path.join(REPO, "scripts", "*", "*.sh")))
 RECIPES = [s for s in SCRIPTS if os.path.basename(os.path.dirname(s)) in ("wmt17", "opus100", "iwslt14")]
 
 
-def bash(script, env=None):
-    return subprocess.run(["bash", script], capture_output=True, text=True,
+def bash(script, env=None, *args):
+    return subprocess.run(["bash", script, *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, cwd=REPO)
 
 
@@ -48,21 +48,56 @@ def test_recipe_header_and_help(script):
 
 def test_missing_data_is_a_clear_error(tmp_path):
     proc = bash(os.path.join(REPO, "scripts", "wmt17", "train.sh"),
-                {"SIZE": "smoke", "DEVICE": "cpu", "WORK": str(tmp_path)})
+                {"SIZE": "smoke", "DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path)})
     assert proc.returncode != 0 and "run scripts/wmt17/prepare.sh first" in proc.stderr
     proc = bash(os.path.join(REPO, "scripts", "opus100", "prepare.sh"),
                 {"SIZE": "smoke", "SOURCE": "local", "LOCAL_DIR": str(tmp_path / "nowhere"),
-                 "LANGS": "de", "WORK": str(tmp_path)})
+                 "LANGS": "de", "DEEPNET_WORK": str(tmp_path)})
     assert proc.returncode != 0 and "LOCAL_DIR" in proc.stderr
     assert not os.path.exists(tmp_path / "data" / "bin")
 
 
 def test_missing_gpu_is_a_clear_error(tmp_path):
-    if subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0:
-        pytest.skip("a GPU is visible")
     proc = bash(os.path.join(REPO, "scripts", "iwslt14", "train.sh"),
-                {"DEVICE": "cuda", "WORK": str(tmp_path)})
-    assert proc.returncode != 0 and "no NVIDIA GPU" in proc.stderr
+                {"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "", "DEEPNET_WORK": str(tmp_path)})
+    assert proc.returncode != 0 and "DEVICE=cuda but no GPU is visible" in proc.stderr
+
+
+def test_a_misspelled_setting_stops_the_script(tmp_path):
+    proc = bash(os.path.join(REPO, "scripts", "wmt17", "train.sh"),
+                {"LAYER": "18", "DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path)})
+    assert proc.returncode == 2
+    assert "LAYER=18 is not a recipe setting (did you mean LAYERS?)" in proc.stderr
+    assert not os.path.exists(tmp_path / "runs")
+
+
+def test_dry_run_prints_settings_and_command_and_runs_nothing(tmp_path):
+    env = {"CUDA_VISIBLE_DEVICES": "2,3", "LAYERS": "18", "DEEPNET_WORK": str(tmp_path / "w")}
+    proc = bash(os.path.join(REPO, "scripts", "wmt17", "train.sh"), env, "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "TOKENS_PER_UPDATE" in proc.stderr and "(configs/wmt17.sh)" in proc.stderr
+    assert "2 GPU(s) per node: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
+    command = proc.stdout.strip()
+    assert command.startswith("torchrun --standalone --nproc_per_node 2 -m fairseq_cli.train ")
+    assert "--update-freq 64 " in command and "--encoder-layers 18 " in command
+    assert not os.path.exists(tmp_path / "w")  # nothing created
+    proc = bash(os.path.join(REPO, "scripts", "wmt17", "prepare.sh"),
+                {"SOURCE": "multi30k", "SIZE": "smoke", "DEVICE": "cpu",
+                 "DEEPNET_WORK": str(tmp_path / "w")}, "--dry-run")
+    assert proc.returncode == 0 and "LOCAL_VALID" in proc.stderr and "val " in proc.stderr
+    assert not os.path.exists(tmp_path / "w")
+
+
+def test_prepare_refuses_to_delete_what_it_did_not_create(tmp_path):
+    # DEEPNET_WORK pointed at a directory that holds someone's data/raw.tmp
+    precious = tmp_path / "data" / "raw.tmp"
+    precious.mkdir(parents=True)
+    (precious / "notes.txt").write_text("not the recipes'")
+    proc = bash(os.path.join(REPO, "scripts", "wmt17", "prepare.sh"),
+                {"SIZE": "smoke", "SOURCE": "multi30k", "DEVICE": "cpu",
+                 "DEEPNET_WORK": str(tmp_path)})
+    assert proc.returncode != 0 and "refusing to delete" in proc.stderr
+    assert (precious / "notes.txt").read_text() == "not the recipes'"
 
 
 # ---- run classification --------------------------------------------------------------------

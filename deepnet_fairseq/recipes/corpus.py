@@ -5,7 +5,8 @@
 
 Input: DATA_DIR/raw/{train,valid,test}.{PAIR}.{LANG} (PAIR = SRC-TGT, line-aligned text).
 Output, each step once (a finished step is skipped when re-run) and each written to a
-temporary name first:
+temporary name first (directories made and replaced through ``workdir.py``: only those the
+recipes created are ever deleted):
 
 1. DATA_DIR/clean/: normalised text (``clean.py``); training pairs also filtered;
 2. DATA_DIR/spm.model: one joint sentencepiece model over all cleaned training text
@@ -15,26 +16,17 @@ temporary name first:
 
 import argparse
 import os
-import shutil
 import sys
 
 from .. import spm
 from .clean import clean
+from .workdir import NotOurs, fresh, publish
 
 SPLITS = ("train", "valid", "test")
 
 
 def _fresh(directory: str) -> str:
-    tmp = directory + ".tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    return tmp
-
-
-def _publish(tmp: str, directory: str) -> None:
-    shutil.rmtree(directory, ignore_errors=True)
-    os.replace(tmp, directory)
-    open(os.path.join(directory, ".done"), "w").close()
+    return fresh(directory + ".tmp")
 
 
 def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float):
@@ -50,7 +42,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
                 print(f"clean {split}.{pair}: kept {kept} of {total} pairs", file=sys.stderr)
                 if kept == 0:
                     raise ValueError(f"no {split} pairs left for {pair} after cleaning")
-        _publish(tmp, cleaned)
+        publish(tmp, cleaned)
     model = os.path.join(data, "spm.model")
     if not os.path.exists(model):
         inputs = [f"{cleaned}/train.{pair}.{lang}" for pair in pairs for lang in pair.split("-")]
@@ -65,7 +57,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
                     with open(f"{cleaned}/{name}", encoding="utf-8") as src, \
                             open(f"{tmp}/{name}", "w", encoding="utf-8") as dst:
                         spm.encode(model, src, dst)
-        _publish(tmp, pieces)
+        publish(tmp, pieces)
 
 
 def main(argv=None) -> None:
@@ -83,7 +75,7 @@ def main(argv=None) -> None:
     try:
         prepare(args.data, args.pairs.split(","), args.vocab, args.spm_sentences, args.max_len,
                 args.ratio)
-    except (OSError, ValueError, RuntimeError) as err:
+    except (OSError, ValueError, RuntimeError, NotOurs) as err:
         parser.error(str(err))
 
 

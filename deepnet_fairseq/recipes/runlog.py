@@ -1,7 +1,7 @@
 """Classify a finished training run as ok, diverged or failed, from its fairseq-train log.
 
     python -m deepnet_fairseq.recipes.runlog --log train.log --exit-code 0 \\
-        --vocab-size 32008 --out status.json [--meta KEY=VALUE ...]
+        --vocab-size 32008 --out status.json [--signal SIGTERM] [--meta KEY=VALUE ...]
 
 The paper's Table 1 writes "diverged" where a model could not be trained; here a run is
 
@@ -11,8 +11,10 @@ The paper's Table 1 writes "diverged" where a model could not be trained; here a
   the vocabulary (``log2(vocab size)`` bits; fairseq logs losses in base 2) after at least
   ``--min-updates`` updates (the recipes pass the warmup: a model still warming up may not
   have beaten a uniform guess yet);
+* **interrupted** when the launch was stopped by a signal (SIGTERM / SIGINT / SIGHUP: a
+  scheduler's time limit, a preemption, Ctrl-C; ``--signal``): the next launch resumes it;
 * **failed** when fairseq-train exited non-zero for any other reason (out of memory, a bad
-  option, a killed job): a failed run is retried by the sweep, a diverged one is not;
+  option, a SIGKILL): a failed run is retried by the sweep, a diverged one is not;
 * **ok** otherwise.
 
 The status JSON (written atomically) also holds the last validation loss and update count.
@@ -40,7 +42,9 @@ def _float(text: str) -> float:
         return math.nan
 
 
-def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0) -> Dict:
+def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
+             signal: Optional[str] = None) -> Dict:
+    """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
     valid = [_float(v) for v in _VALID.findall(log_text)]
     updates = [int(u) for u in _UPDATES.findall(log_text)]
     last_valid: Optional[float] = valid[-1] if valid else None
@@ -49,6 +53,10 @@ def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 
     diverged = next((line.strip() for line in log_text.splitlines() if _DIVERGED.search(line)), None)
     if diverged:
         result.update(status="diverged", reason=f"fairseq reported: {diverged[:300]}")
+    elif signal:
+        result.update(status="interrupted",
+                      reason=f"stopped by {signal} at update {result['num_updates']}; the next "
+                             "launch resumes from checkpoint_last.pt")
     elif exit_code != 0:
         errors = [m.group(0) for m in _ERROR.finditer(log_text)]
         reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"
@@ -74,12 +82,14 @@ def main(argv=None) -> None:
     parser.add_argument("--vocab-size", type=int, required=True, help="target dictionary size")
     parser.add_argument("--min-updates", type=int, default=0,
                         help="updates before the uniform-guess test applies (default: 0)")
+    parser.add_argument("--signal", help="the signal that stopped the run (SIGTERM, ...)")
     parser.add_argument("--out", required=True, help="status JSON to write")
     parser.add_argument("--meta", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra fields stored as they are (method, layers, ...)")
     args = parser.parse_args(argv)
     with open(args.log, encoding="utf-8", errors="replace") as handle:
-        result = classify(handle.read(), args.exit_code, args.vocab_size, args.min_updates)
+        result = classify(handle.read(), args.exit_code, args.vocab_size, args.min_updates,
+                          args.signal)
     for item in args.meta:
         key, _, value = item.partition("=")
         result[key] = int(value) if value.isdigit() else value

@@ -10,5 +10,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init iwslt14 iwslt14/evaluate "$@"
-evaluate_main "$SRC-$TGT"
+recipe_exec iwslt14 evaluate "$@"

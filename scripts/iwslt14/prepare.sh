@@ -21,21 +21,17 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init iwslt14 iwslt14/prepare "$@"
+recipe_init iwslt14 prepare "$@"
 need_tools fairseq-preprocess
-SOURCE=${SOURCE:-download}
-DOWNLOAD_DIR=${DOWNLOAD_DIR:-$WORK/download}
-IWSLT_URL=${IWSLT_URL:-http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz}
-RAW=$DATA_DIR/raw
 PAIR=$SRC-$TGT
 
 # xml_text FILE: the <seg> contents of an IWSLT xml file, one a line
 xml_text() { grep '<seg id' "$1" | sed -e 's/<seg id="[0-9]*">\s*//' -e 's/\s*<\/seg>//'; }
 
 if [[ ! -f "$RAW/.done" ]]; then
-  rm -rf "$RAW.tmp" && mkdir -p "$RAW.tmp"
+  fresh_dir "$RAW.tmp"
   case "$SOURCE" in
-    local) local_bilingual "$RAW.tmp" ;;
+    local|multi30k) local_bilingual "$RAW.tmp" ;;
     download)
       fetch "$IWSLT_URL" "$DOWNLOAD_DIR/de-en.tgz"
       extract "$DOWNLOAD_DIR/de-en.tgz" "$DOWNLOAD_DIR/de-en"
@@ -49,7 +45,6 @@ if [[ ! -f "$RAW/.done" ]]; then
           xml_text "$dir/$set.de-en.$lang.xml"
         done | read_text /dev/stdin "$TEST_LINES" > "$RAW.tmp/test.$PAIR.$lang"
       done ;;
-    *) die "SOURCE must be download or local, got '$SOURCE'" ;;
   esac
   publish_raw "$PAIR"
   log "raw text: $(wc -l < "$RAW/train.$PAIR.$SRC") train, $(wc -l < "$RAW/valid.$PAIR.$SRC") valid, $(wc -l < "$RAW/test.$PAIR.$SRC") test pairs"

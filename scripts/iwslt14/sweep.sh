@@ -16,5 +16,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init iwslt14 iwslt14/sweep "$@"
-sweep_main
+recipe_exec iwslt14 sweep "$@"

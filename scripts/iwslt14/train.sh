@@ -14,5 +14,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init iwslt14 iwslt14/train "$@"
-train_main --task translation --source-lang "$SRC" --target-lang "$TGT"
+recipe_exec iwslt14 train "$@"

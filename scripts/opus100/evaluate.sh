@@ -15,8 +15,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init opus100 opus100/evaluate "$@"
-[[ -f "$BIN/lang_pairs.txt" ]] || die "no $BIN/lang_pairs.txt; run scripts/opus100/prepare.sh first"
-evaluate_main "$(cat "$BIN/lang_pairs.txt")" --task translation_multi_simple_epoch \
-  --langs "$(cat "$BIN/langs.txt")" --lang-pairs "$(cat "$BIN/lang_pairs.txt")" \
-  --encoder-langtok src --decoder-langtok
+recipe_exec opus100 evaluate "$@"

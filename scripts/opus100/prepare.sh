@@ -27,12 +27,8 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init opus100 opus100/prepare "$@"
+recipe_init opus100 prepare "$@"
 need_tools fairseq-preprocess
-SOURCE=${SOURCE:-download}
-DOWNLOAD_DIR=${DOWNLOAD_DIR:-$WORK/download}
-OPUS_URL=${OPUS_URL:-https://object.pouta.csc.fi/OPUS-100/v1.0/opus-100-corpus-v1.0.tar.gz}
-RAW=$DATA_DIR/raw
 
 if [[ "$SOURCE" == download ]]; then
   fetch "$OPUS_URL" "$DOWNLOAD_DIR/opus-100-corpus-v1.0.tar.gz"
@@ -42,22 +38,20 @@ if [[ "$SOURCE" == download ]]; then
   if [[ "$LANGS" == all ]]; then
     LANGS=$(find "$SUPERVISED" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sed 's/-\?en-\?//' | sort | tr '\n' ' ')
   fi
-elif [[ "$SOURCE" == local ]]; then
-  [[ -d "${LOCAL_DIR:-}" ]] || die "SOURCE=local needs LOCAL_DIR (see --help)"
+else  # local or multi30k
+  [[ -d "${LOCAL_DIR:-}" ]] || die "SOURCE=local needs LOCAL_DIR (see --help), or SOURCE=multi30k"
   [[ "$LANGS" != all ]] || die "SOURCE=local needs LANGS, the languages to take from LOCAL_DIR"
-else
-  die "SOURCE must be download or local, got '$SOURCE'"
 fi
 read -ra LANG_LIST <<< "$LANGS"
 [[ ${#LANG_LIST[@]} -gt 0 ]] || die "LANGS is empty"
 
 # raw text per pair: raw/{train,valid,test}.X-en.{X,en}
 if [[ ! -f "$RAW/.done" ]]; then
-  rm -rf "$RAW.tmp" && mkdir -p "$RAW.tmp"
+  fresh_dir "$RAW.tmp"
   for x in "${LANG_LIST[@]}"; do
     [[ "$x" != en ]] || die "LANGS lists the non-English side of each pair; drop 'en'"
-    for entry in "train:${LOCAL_TRAIN:-train}:$TRAIN_LINES" "valid:${LOCAL_VALID:-valid}:$VALID_LINES" \
-                 "test:${LOCAL_TEST:-test}:$TEST_LINES"; do
+    for entry in "train:$LOCAL_TRAIN:$TRAIN_LINES" "valid:$LOCAL_VALID:$VALID_LINES" \
+                 "test:$LOCAL_TEST:$TEST_LINES"; do
       IFS=: read -r split stem lines <<< "$entry"
       for lang in "$x" en; do
         if [[ "$SOURCE" == download ]]; then
@@ -89,7 +83,7 @@ log "${#PAIRS[@]} pair(s) with English: ${LANG_LIST[*]}"
 prepare_text "${PAIRS[@]}"
 if [[ ! -f "$BIN/.done" ]]; then
   log "fairseq-preprocess, ${#PAIRS[@]} pair(s), one shared dictionary -> $BIN"
-  mkdir -p "$BIN.tmp"
+  make_dir "$BIN.tmp"
   # the shared dictionary: every sentencepiece piece (fairseq adds its 4 specials itself)
   tail -n +2 "$DATA_DIR/spm.vocab" | cut -f1 | sed 's/$/ 1/' > "$BIN.tmp/dict.txt"
   for x in "${LANG_LIST[@]}"; do
@@ -98,6 +92,6 @@ if [[ ! -f "$BIN/.done" ]]; then
   done
   printf '%s\n' en "${LANG_LIST[@]}" | paste -sd, > "$BIN.tmp/langs.txt"
   for x in "${LANG_LIST[@]}"; do printf '%s\n' "$x-en" "en-$x"; done | paste -sd, > "$BIN.tmp/lang_pairs.txt"
-  rm -rf "$BIN" && mv "$BIN.tmp" "$BIN" && touch "$BIN/.done"
+  publish_dir "$BIN.tmp" "$BIN"
 fi
 log "done: $BIN ($(cat "$BIN/lang_pairs.txt"))"

@@ -17,5 +17,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init opus100 opus100/sweep "$@"
-sweep_main
+recipe_exec opus100 sweep "$@"

@@ -18,8 +18,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init opus100 opus100/train "$@"
-[[ -f "$BIN/lang_pairs.txt" ]] || die "no $BIN/lang_pairs.txt; run scripts/opus100/prepare.sh first"
-train_main --task translation_multi_simple_epoch --langs "$(cat "$BIN/langs.txt")" \
-  --lang-pairs "$(cat "$BIN/lang_pairs.txt")" --encoder-langtok src --decoder-langtok \
-  --sampling-method temperature --sampling-temperature "$TEMPERATURE"
+recipe_exec opus100 train "$@"

@@ -17,5 +17,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init wmt17 wmt17/evaluate "$@"
-evaluate_main "$SRC-$TGT"
+recipe_exec wmt17 evaluate "$@"

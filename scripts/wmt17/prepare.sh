@@ -26,17 +26,14 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init wmt17 wmt17/prepare "$@"
+recipe_init wmt17 prepare "$@"
 need_tools fairseq-preprocess
-SOURCE=${SOURCE:-download}
-DOWNLOAD_DIR=${DOWNLOAD_DIR:-$WORK/download}
-RAW=$DATA_DIR/raw
 
 PAIR=$SRC-$TGT
 if [[ ! -f "$RAW/.done" ]]; then
-  rm -rf "$RAW.tmp" && mkdir -p "$RAW.tmp"
+  fresh_dir "$RAW.tmp"
   case "$SOURCE" in
-    local) local_bilingual "$RAW.tmp" ;;
+    local|multi30k) local_bilingual "$RAW.tmp" ;;
     download)
       need_tools sacrebleu
       fetch http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz "$DOWNLOAD_DIR/training-parallel-europarl-v7.tgz"
@@ -59,7 +56,6 @@ if [[ ! -f "$RAW/.done" ]]; then
         sacrebleu -t wmt16 -l "$PAIR" --echo "$side" | read_text /dev/stdin "$VALID_LINES" > "$RAW.tmp/valid.$PAIR.$lang"
         sacrebleu -t wmt17 -l "$PAIR" --echo "$side" | read_text /dev/stdin "$TEST_LINES" > "$RAW.tmp/test.$PAIR.$lang"
       done ;;
-    *) die "SOURCE must be download or local, got '$SOURCE'" ;;
   esac
   publish_raw "$PAIR"
   log "raw text: $(wc -l < "$RAW/train.$PAIR.$SRC") train, $(wc -l < "$RAW/valid.$PAIR.$SRC") valid, $(wc -l < "$RAW/test.$PAIR.$SRC") test pairs"

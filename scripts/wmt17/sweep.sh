@@ -20,5 +20,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init wmt17 wmt17/sweep "$@"
-sweep_main
+recipe_exec wmt17 sweep "$@"

@@ -31,5 +31,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init wmt17 wmt17/train "$@"
-train_main --task translation --source-lang "$SRC" --target-lang "$TGT"
+recipe_exec wmt17 train "$@"

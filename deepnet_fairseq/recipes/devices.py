@@ -1,0 +1,67 @@
+"""How many GPUs this process may use, decided the way torch and CUDA decide it.
+
+The answer comes from the first of these that is set (so that a scheduler's binding, or a
+user's ``CUDA_VISIBLE_DEVICES=2,3``, is obeyed without touching a GPU):
+
+1. ``CUDA_VISIBLE_DEVICES``, read as CUDA reads it: a comma-separated list of ordinals or of
+   ``GPU-`` / ``MIG-`` UUIDs; an entry that is not a non-negative ordinal ends the list
+   (``-1`` hides every GPU), a repeated entry makes the list empty (CUDA sees no device);
+2. SLURM's binding of the job step or job: ``SLURM_STEP_GPUS``, then ``SLURM_GPUS_ON_NODE``
+   (a count), then ``SLURM_JOB_GPUS`` (lists of GPU indices on this node);
+3. only when nothing says: ``torch.cuda.device_count()`` (NVML), the ``probe`` argument.
+"""
+
+from typing import Callable, Mapping, Optional, Tuple
+
+
+def _visible_list(value: str) -> int:
+    """Length of the device list CUDA builds from a CUDA_VISIBLE_DEVICES value."""
+    entries = [entry.strip() for entry in value.split(",")]
+    uuid = entries[0][:4] if entries[0][:4] in ("GPU-", "MIG-") else None
+    kept = []
+    for entry in entries:
+        if uuid:
+            if not entry.startswith(uuid):
+                break  # a UUID list ends at the first entry of another kind
+        else:
+            digits = entry[1:] if entry.startswith("+") else entry
+            end = len(digits) - len(digits.lstrip("0123456789"))
+            if end == 0:
+                break  # not an ordinal (or negative): CUDA stops reading here
+            entry = str(int(digits[:end]))  # CUDA reads the leading number ("1gpu" is 1)
+        if entry in kept:
+            return 0  # a repeated device makes CUDA see none
+        kept.append(entry)
+    return len(kept)
+
+
+def _slurm_list(value: str) -> Optional[int]:
+    """Number of GPU indices in a SLURM list such as "0,1,2,3" (None if unreadable)."""
+    value = value.strip()
+    if value in ("", "N/A", "(null)"):
+        return None
+    return len([entry for entry in value.split(",") if entry.strip()])
+
+
+def count_gpus(env: Mapping[str, str],
+               probe: Optional[Callable[[], int]] = None) -> Tuple[int, str]:
+    """(number of usable GPUs, which variable or probe said so)."""
+    if "CUDA_VISIBLE_DEVICES" in env:
+        return _visible_list(env["CUDA_VISIBLE_DEVICES"]), \
+            f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}"
+    for name in ("SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS"):
+        value = env.get(name)
+        if value is None:
+            continue
+        count = (int(value) if value.strip().isdigit() else None) if name == "SLURM_GPUS_ON_NODE" \
+            else _slurm_list(value)
+        if count is not None:
+            return count, f"{name}={value}"
+    probe = probe or torch_device_count
+    return probe(), "torch.cuda.device_count()"
+
+
+def torch_device_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()

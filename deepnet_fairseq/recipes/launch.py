@@ -1,0 +1,321 @@
+"""The recipes' launch logic: settings -> processes, batch, precision -> the exact command.
+
+    python -m deepnet_fairseq.recipes.launch [--repo REPO] DATASET STEP [--dry-run]
+
+DATASET is wmt17, opus100 or iwslt14; STEP is train, evaluate or sweep (run here), or
+prepare (``--shell`` prints the settings as shell assignments for scripts/*/prepare.sh). The
+scripts in scripts/ call this module; ``--dry-run`` prints the resolved settings, the process
+layout and the command, and runs nothing. Settings: ``settings.py``; GPUs: ``devices.py``.
+
+The layout, decided by ``plan_layout`` from the settings and the environment alone:
+
+* processes per node: ``NPROC``, else one per visible GPU (``devices.count_gpus``), 1 on CPU;
+* nodes: ``NNODES`` (inside a SLURM job, ``SLURM_NNODES``);
+* launcher (``LAUNCHER=auto``): ``srun`` inside a SLURM job with several nodes, else
+  ``torchrun`` for several processes (``--standalone`` on one node; ``--nnodes/--node_rank/
+  --master_addr/--master_port`` on several, where ``NODE_RANK`` and ``MASTER_ADDR`` are
+  required), else fairseq-train itself;
+* ``--update-freq``: the least that makes ``MAX_TOKENS x processes x update-freq`` reach
+  ``TOKENS_PER_UPDATE``, so the effective batch is the same on 1 GPU or 64;
+* precision: fp16 (with the loss-scale settings; CUDA only), bf16, fp32;
+* activation checkpointing: ``CHECKPOINT_ACTIVATIONS=1``, or ``auto`` when
+  ``ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM``.
+
+Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a run's files
+(``runner.py``); node k > 0 keeps ``train.node<k>.log``.
+"""
+
+import argparse
+import math
+import os
+import shlex
+import sys
+from dataclasses import asdict, dataclass
+from typing import Callable, List, Mapping, Optional
+
+from .devices import count_gpus
+from .settings import PREFIX, SettingError, Settings, resolve
+from .workdir import MARKER
+
+
+@dataclass
+class Layout:
+    device: str
+    gpus: int
+    gpus_from: str
+    nnodes: int
+    nproc: int
+    node_rank: int
+    launcher: str
+    master_addr: Optional[str]
+    master_port: Optional[int]
+    update_freq: int
+    tokens_per_update: int
+    precision: str
+    checkpoint_activations: bool
+
+    @property
+    def world(self) -> int:
+        return self.nnodes * self.nproc
+
+    @property
+    def is_rank0(self) -> bool:
+        return self.node_rank == 0
+
+    @property
+    def node_suffix(self) -> str:
+        """"" on node 0, ".node<k>" on node k: the name part of a node's own log files."""
+        return "" if self.is_rank0 else f".node{self.node_rank}"
+
+    def summary(self) -> str:
+        return (f"{self.nnodes} node(s) x {self.nproc} process(es) via {self.launcher}"
+                f"{'' if self.nnodes == 1 else f' (this is node {self.node_rank})'}, "
+                f"{self.device} {self.precision} ({self.gpus} GPU(s) per node: {self.gpus_from}), "
+                f"update-freq {self.update_freq} = {self.tokens_per_update} tokens per update"
+                f"{', activation checkpointing' if self.checkpoint_activations else ''}")
+
+
+def plan_layout(cfg: Settings, env: Mapping[str, str],
+                probe: Optional[Callable[[], int]] = None) -> Layout:
+    """Processes, launcher, batch split and precision of a training run (no side effects)."""
+    device = cfg["DEVICE"]
+    gpus, gpus_from = count_gpus(env, probe) if device == "cuda" else (0, "DEVICE=cpu")
+    nnodes = cfg.int("NNODES")
+    if nnodes < 1:
+        raise SettingError("NNODES must be at least 1")
+    nproc_text = cfg.get("NPROC", "auto")
+    if nproc_text == "auto":
+        nproc = gpus if device == "cuda" else 1
+    elif nproc_text.isdigit() and int(nproc_text) >= 1:
+        nproc = int(nproc_text)
+    else:
+        raise SettingError(f"NPROC={nproc_text!r}: expected a number of processes >= 1, or auto")
+    if device == "cuda" and nproc > gpus:
+        raise SettingError(f"NPROC={nproc} processes per node but only {gpus} GPU(s) visible "
+                           f"({gpus_from})")
+    world = nnodes * nproc
+
+    launcher = cfg["LAUNCHER"]
+    in_slurm = bool(env.get("SLURM_JOB_ID"))
+    if launcher == "auto":
+        launcher = "srun" if in_slurm and nnodes > 1 else "torchrun" if world > 1 else "none"
+    if launcher == "none" and world > 1:
+        raise SettingError(f"LAUNCHER=none starts one process; NNODES x NPROC = {world} needs "
+                           "torchrun or srun")
+    if launcher == "srun" and not in_slurm:
+        raise SettingError("LAUNCHER=srun works inside a SLURM allocation (sbatch or salloc); "
+                           "no SLURM_JOB_ID is set")
+
+    node_rank, master_addr, master_port = 0, None, None
+    if launcher == "torchrun" and nnodes > 1:
+        missing = [name for name in ("NODE_RANK", "MASTER_ADDR") if name not in cfg]
+        if missing:
+            raise SettingError(
+                f"NNODES={nnodes} with torchrun: set {' and '.join(missing)} on every node "
+                "(NODE_RANK=0 on the node at MASTER_ADDR, 1 ... NNODES-1 on the others; "
+                "MASTER_ADDR the address of node 0, the same everywhere); a node without "
+                "NODE_RANK is never assumed to be rank 0")
+        node_rank = cfg.int("NODE_RANK")
+        if node_rank >= nnodes:
+            raise SettingError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}")
+        master_addr, master_port = cfg["MASTER_ADDR"], cfg.int("MASTER_PORT")
+    elif launcher == "srun":
+        master_port = cfg.int("MASTER_PORT")  # fairseq's --distributed-port under SLURM
+
+    precision = cfg["PRECISION"]
+    if precision == "fp16" and device == "cpu":
+        raise SettingError("PRECISION=fp16 needs CUDA; use fp32 or bf16 on CPU")
+    max_tokens, wanted = cfg.int("MAX_TOKENS"), cfg.int("TOKENS_PER_UPDATE")
+    if max_tokens < 1:
+        raise SettingError("MAX_TOKENS must be at least 1")
+    update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
+    layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
+    checkpointing = {"1": True, "0": False}.get(
+        cfg["CHECKPOINT_ACTIVATIONS"], layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM"))
+    return Layout(device, gpus, gpus_from, nnodes, nproc, node_rank, launcher, master_addr,
+                  master_port, update_freq, max_tokens * world * update_freq, precision,
+                  checkpointing)
+
+
+# ---- paths and commands ---------------------------------------------------------------------
+
+def paths(cfg: Settings) -> dict:
+    work = os.path.abspath(cfg["WORK"])
+    data = os.path.join(work, "data")
+    run = os.path.join(work, "runs", cfg["RUN_NAME"])
+    return {"WORK": work, "DATA_DIR": data, "BIN": os.path.join(data, "bin"),
+            "RAW": os.path.join(data, "raw"), "RUNS_DIR": os.path.join(work, "runs"),
+            "RUN_DIR": run, "RESULTS": os.path.join(work, "results")}
+
+
+def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
+    path = os.path.join(paths(cfg)["BIN"], name)
+    if os.path.isfile(path):
+        return open(path, encoding="utf-8").read().strip()
+    if dry_run:
+        return f"<{name} of prepare.sh>"
+    raise SettingError(f"no {path}; run scripts/{cfg.dataset}/prepare.sh first "
+                       "(same SIZE and DEEPNET_WORK)")
+
+
+def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
+    """fairseq-train's task options for the dataset."""
+    if cfg.dataset == "opus100":
+        return ["--task", "translation_multi_simple_epoch",
+                "--langs", _bin_list(cfg, "langs.txt", dry_run),
+                "--lang-pairs", _bin_list(cfg, "lang_pairs.txt", dry_run),
+                "--encoder-langtok", "src", "--decoder-langtok",
+                "--sampling-method", "temperature", "--sampling-temperature", cfg["TEMPERATURE"]]
+    return ["--task", "translation", "--source-lang", cfg["SRC"], "--target-lang", cfg["TGT"]]
+
+
+def method_args(cfg: Settings) -> List[str]:
+    from .. import methods
+
+    try:
+        return list(methods.get(cfg["METHOD"]).train_args(cfg.int("ENC_LAYERS"),
+                                                          cfg.int("DEC_LAYERS")))
+    except ValueError as err:
+        raise SettingError(f"METHOD={cfg['METHOD']}: {err}") from None
+
+
+def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
+                  python: str = sys.executable) -> List[str]:
+    """The exact command line of one node's training launch."""
+    from .. import USER_DIR
+
+    where = paths(cfg)
+    args = [where["BIN"], "--user-dir", USER_DIR, *task, *method,
+            "--encoder-embed-dim", cfg["EMBED_DIM"], "--encoder-ffn-embed-dim", cfg["FFN_DIM"],
+            "--encoder-attention-heads", cfg["HEADS"], "--decoder-embed-dim", cfg["EMBED_DIM"],
+            "--decoder-ffn-embed-dim", cfg["FFN_DIM"], "--decoder-attention-heads", cfg["HEADS"],
+            "--share-all-embeddings", "--dropout", cfg["DROPOUT"],
+            "--optimizer", "adam", "--adam-betas", cfg["ADAM_BETAS"], "--lr", cfg["LR"],
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", cfg["WARMUP"],
+            "--warmup-init-lr", cfg["WARMUP_INIT_LR"], "--clip-norm", cfg["CLIP_NORM"],
+            "--weight-decay", cfg["WEIGHT_DECAY"],
+            "--criterion", "label_smoothed_cross_entropy",
+            "--label-smoothing", cfg["LABEL_SMOOTHING"],
+            "--max-update", cfg["MAX_UPDATE"], "--max-epoch", cfg["MAX_EPOCH"],
+            "--seed", cfg["SEED"],
+            "--max-tokens", cfg["MAX_TOKENS"], "--update-freq", str(layout.update_freq),
+            "--ddp-backend", cfg["DDP_BACKEND"], "--num-workers", cfg["NUM_WORKERS"],
+            # always explicit: fairseq's default is every visible GPU, which would undo the
+            # update-freq computed for this world size
+            "--distributed-world-size", str(layout.world)]
+    if layout.device == "cpu":
+        args.append("--cpu")
+        if layout.world > 1:
+            args += ["--distributed-backend", "gloo"]
+    if layout.precision == "fp16":
+        args += ["--fp16", "--fp16-init-scale", cfg["FP16_INIT_SCALE"],
+                 "--fp16-scale-window", cfg["FP16_SCALE_WINDOW"],
+                 "--min-loss-scale", cfg["MIN_LOSS_SCALE"]]
+    elif layout.precision == "bf16":
+        args.append("--bf16")
+    if layout.checkpoint_activations:
+        args.append("--checkpoint-activations")
+    args += ["--save-dir", os.path.join(where["RUN_DIR"], "checkpoints"),
+             "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
+             "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
+             "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]
+
+    # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main plus two fixes) where
+    # fairseq 0.12 alone fails: several CPU processes under torchrun, and bf16 off TPUs
+    compat = layout.precision == "bf16" or (layout.device == "cpu" and layout.world > 1)
+    module = "deepnet_fairseq.fairseq_train_compat" if compat else "fairseq_cli.train"
+    if layout.launcher == "torchrun":
+        launch = ["torchrun"]
+        if layout.nnodes == 1:
+            launch += ["--standalone"]  # torchrun picks a free port on this node
+        else:
+            launch += ["--nnodes", str(layout.nnodes), "--node_rank", str(layout.node_rank),
+                       "--master_addr", layout.master_addr, "--master_port",
+                       str(layout.master_port)]
+        return launch + ["--nproc_per_node", str(layout.nproc), "-m", module, *args]
+    program = [python, "-m", module] if compat else ["fairseq-train"]
+    if layout.launcher == "srun":
+        # fairseq reads SLURM_PROCID / SLURM_LOCALID / the node list itself (_infer_slurm_init)
+        return ["srun", "--nodes", str(layout.nnodes), "--ntasks-per-node", str(layout.nproc),
+                *program, *args, "--distributed-port", str(layout.master_port)]
+    return program + args
+
+
+def evaluate_command(cfg: Settings, python: str = sys.executable,
+                     dry_run: bool = False) -> List[str]:
+    """python -m deepnet_fairseq.recipes.evaluate for the run: average, decode, score."""
+    from .. import USER_DIR
+
+    where = paths(cfg)
+    if cfg.dataset == "opus100":
+        directions = _bin_list(cfg, "lang_pairs.txt", dry_run)
+        task = ["--task", "translation_multi_simple_epoch",
+                "--langs", _bin_list(cfg, "langs.txt", dry_run), "--lang-pairs", directions,
+                "--encoder-langtok", "src", "--decoder-langtok"]
+    else:
+        directions, task = f"{cfg['SRC']}-{cfg['TGT']}", []
+    score = (["--tokenized-bleu"] if cfg.flag("TOKENIZED_BLEU") else []) + \
+        (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else [])
+    generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
+                "--beam", cfg["BEAM"], "--lenpen", cfg["LENPEN"], "--max-len-a", cfg["MAX_LEN_A"],
+                "--max-len-b", cfg["MAX_LEN_B"], "--max-tokens", str(cfg.int("MAX_TOKENS") * 2),
+                "--bpe", "sentencepiece",
+                "--sentencepiece-model", os.path.join(where["DATA_DIR"], "spm.model"),
+                # fairseq 0.12.3's batch_by_size drops the last batch when its size is not a
+                # multiple of --required-batch-size-multiple (8 by default): that would
+                # silently drop test sentences
+                "--required-batch-size-multiple", "1"]
+    if cfg["DEVICE"] == "cpu":
+        generate.append("--cpu")
+    elif cfg["PRECISION"] in ("fp16", "bf16"):
+        generate.append(f"--{cfg['PRECISION']}")
+    return [python, "-m", "deepnet_fairseq.recipes.evaluate", "--run-dir", where["RUN_DIR"],
+            "--average-last", cfg["AVERAGE_LAST"], "--directions", directions,
+            "--references", where["RAW"], *score, "--", *generate, *task]
+
+
+def shell_assignments(cfg: Settings) -> str:
+    """The settings and paths as bash assignments, for prepare.sh to eval."""
+    values = {**cfg.values, **paths(cfg), "MARKER": MARKER}
+    return "".join(f"{name}={shlex.quote(value)}\n" for name, value in sorted(values.items()))
+
+
+def print_settings(cfg: Settings, step: str, out=sys.stderr) -> None:
+    print(f"[{cfg.dataset}/{step}] settings ({PREFIX}<NAME> or <NAME> in the environment win "
+          f"over configs/):\n{cfg.describe()}", file=out)
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.launch",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), help="the checkout holding configs/ and scripts/")
+    parser.add_argument("dataset", choices=("wmt17", "opus100", "iwslt14"))
+    parser.add_argument("step", choices=("prepare", "train", "evaluate", "sweep"))
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the settings, layout and command; run nothing")
+    parser.add_argument("--shell", action="store_true",
+                        help="prepare: print the settings as bash assignments on stdout")
+    args = parser.parse_args(argv)
+    from . import runner
+
+    try:
+        cfg = resolve(args.dataset, os.environ, args.repo)
+        print_settings(cfg, args.step)
+        if args.step == "prepare":
+            if args.shell and not args.dry_run:
+                runner.start_prepare(cfg)
+                print(shell_assignments(cfg), end="")
+            return 0
+        return {"train": runner.train, "evaluate": runner.evaluate,
+                "sweep": runner.sweep}[args.step](cfg, os.environ, args.dry_run)
+    except SettingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""Running the recipes' steps: attempts, live logs, signals, statuses, sweeps.
+
+A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
+
+* its output goes, line by line while it runs, to ``attempts/attempt-<N>.log`` and to
+  ``train.log`` (all attempts, each after a header line); on node k > 0 of a multi-node
+  torchrun run to ``attempts/attempt-<N>.node<k>.log`` and ``train.node<k>.log`` instead;
+* global rank 0 alone writes ``config.json`` (settings, layout, command), ``command.sh`` and
+  ``status.json``: ``running`` while it trains, then ``ok`` / ``diverged`` / ``failed`` from
+  its own log (``runlog.classify``), or ``interrupted`` when the launch received SIGTERM,
+  SIGINT or SIGHUP (a scheduler's time limit, Ctrl-C), which it passes on to the processes;
+* exit status: 0 ok, 3 diverged, 1 failed, 128 + signal number when interrupted.
+
+The next launch of a run that is not ok or diverged resumes from ``checkpoint_last.pt``
+(fairseq's default ``--restore-file``); ``RETRY=1`` trains a finished run again.
+"""
+
+import datetime
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import asdict
+from typing import Callable, List, Mapping, Optional, Tuple
+
+from . import runlog, write_atomically, write_json
+from .launch import (Layout, evaluate_command, method_args, paths, plan_layout, task_args,
+                     train_command)
+from .settings import PREFIX, SETTINGS, SettingError, Settings, run_name
+from .workdir import make_dirs
+
+EXIT = {"ok": 0, "failed": 1, "diverged": 3}
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+KILL_AFTER_S = 20  # after passing a signal on, SIGKILL what is left after this long
+
+
+def log(cfg: Settings, step: str, message: str) -> None:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S")
+    print(f"[{cfg.dataset}/{step} {now}] {message}", file=sys.stderr, flush=True)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[str]] = None,
+                   echo: Callable[[str], None] = lambda line: None) -> Tuple[int, Optional[int]]:
+    """Run CMD; with LOGS, append its output to each of them as it comes (not at the end).
+
+    SIGTERM / SIGINT / SIGHUP received meanwhile are passed on to CMD's process group (CMD
+    runs in its own session, so a terminal's Ctrl-C reaches it once, through here), and what
+    still runs KILL_AFTER_S later is killed. Returns (exit code, signal received or None).
+    """
+    received: List[int] = []
+    proc: List[subprocess.Popen] = []
+
+    def kill(signum):
+        if proc:
+            try:
+                os.killpg(proc[0].pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def forward(signum, _frame):
+        received.append(signum)
+        kill(signum)
+        if len(received) == 1:
+            timer = threading.Timer(KILL_AFTER_S, kill, (signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    # handlers first: a signal that comes while the process starts is passed on, not lost
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    try:
+        pipe = subprocess.PIPE if logs is not None else None
+        proc.append(subprocess.Popen(cmd, stdout=pipe, stderr=subprocess.STDOUT if pipe else None,
+                                     env={**env, "PYTHONUNBUFFERED": "1"},
+                                     start_new_session=True))
+        if received:
+            kill(received[0])
+        if logs is not None:
+            outs = [open(path, "ab") for path in logs]
+            try:
+                for line in proc[0].stdout:
+                    for out in outs:
+                        out.write(line)
+                        out.flush()
+                    echo(line.decode("utf-8", "replace"))
+            finally:
+                for out in outs:
+                    out.close()
+        code = proc[0].wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if not received and code < 0 and -code in FORWARDED:
+        received.append(-code)  # the processes themselves were signalled (a scheduler)
+    return code, (received[0] if received else None)
+
+
+def _append(path: str, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(text)
+
+
+def _status(run_dir: str) -> Optional[dict]:
+    try:
+        with open(os.path.join(run_dir, "status.json"), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _next_attempt(attempts: str, suffix: str) -> int:
+    numbers = [int(name[len("attempt-"):-len(f"{suffix}.log")]) for name in os.listdir(attempts)
+               if name.startswith("attempt-") and name.endswith(f"{suffix}.log")
+               and name[len("attempt-"):-len(f"{suffix}.log")].isdigit()]
+    return max(numbers, default=0) + 1
+
+
+def _vocab_size(bin_dir: str) -> int:
+    dicts = sorted(name for name in os.listdir(bin_dir) if name.startswith("dict.")
+                   and name.endswith(".txt"))
+    with open(os.path.join(bin_dir, dicts[0]), encoding="utf-8") as handle:
+        return sum(1 for _ in handle) + 4  # + fairseq's <s> <pad> </s> <unk>
+
+
+# ---- steps ----------------------------------------------------------------------------------
+
+def start_prepare(cfg: Settings) -> None:
+    """prepare.sh's start: the work and data directories (marked as ours), config.json."""
+    where = paths(cfg)
+    make_dirs(where["DATA_DIR"])
+    write_json(os.path.join(where["DATA_DIR"], "config.json"),
+               {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
+
+
+def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
+    where = paths(cfg)
+    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
+    layout = plan_layout(cfg, env)
+    command = train_command(cfg, layout, method_args(cfg), task_args(cfg, dry_run))
+    log(cfg, "train", f"{name}: {cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L {cfg['METHOD']}, "
+                      f"{cfg['EMBED_DIM']}-{cfg['FFN_DIM']}-{cfg['HEADS']}, {layout.summary()}")
+    if dry_run:
+        print(shlex.join(command))
+        return 0
+    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
+        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
+                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    status = _status(run_dir)
+    if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
+        log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
+        return EXIT[status["status"]]
+
+    attempts = make_dirs(os.path.join(run_dir, "attempts"))
+    suffix = layout.node_suffix
+    number = _next_attempt(attempts, suffix)
+    attempt_log = os.path.join(attempts, f"attempt-{number}{suffix}.log")
+    train_log = os.path.join(run_dir, f"train{suffix}.log")
+    meta = {"dataset": cfg.dataset, "method": cfg["METHOD"],
+            "encoder_layers": cfg.int("ENC_LAYERS"), "decoder_layers": cfg.int("DEC_LAYERS"),
+            "label": cfg["RUN_LABEL"], "launcher": layout.launcher, "world_size": layout.world,
+            "nnodes": layout.nnodes, "update_freq": layout.update_freq,
+            "tokens_per_update": layout.tokens_per_update, "attempt": number}
+    if layout.is_rank0:
+        write_json(os.path.join(run_dir, "config.json"),
+                   {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                    "layout": {**asdict(layout), "world": layout.world}, "command": command})
+        write_atomically(os.path.join(run_dir, "command.sh"), shlex.join(command) + "\n")
+        write_json(os.path.join(run_dir, "status.json"),
+                   {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
+    header = (f"==== attempt {number}{f' (node {layout.node_rank})' if suffix else ''}, "
+              f"{_now()}, {socket.gethostname()}: {shlex.join(command)}\n")
+    for path in (attempt_log, train_log):
+        _append(path, header)
+    log(cfg, "train", f"{name}: attempt {number}, log {train_log} (live)")
+
+    def echo(line):
+        if "valid on '" in line:
+            print("    " + line.rstrip(), file=sys.stderr, flush=True)
+
+    code, signum = run_forwarding(command, env, [attempt_log, train_log], echo)
+    ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
+    for path in (attempt_log, train_log):
+        _append(path, f"==== attempt {number} ended {_now()}: {ending}\n")
+    if not layout.is_rank0:
+        log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
+                          "the status")
+        return 128 + signum if signum else (0 if code == 0 else EXIT["failed"])
+    with open(attempt_log, encoding="utf-8", errors="replace") as handle:
+        result = runlog.classify(handle.read(), code, _vocab_size(where["BIN"]),
+                                 cfg.int("WARMUP"), signal.Signals(signum).name if signum else None)
+    write_json(os.path.join(run_dir, "status.json"), {**meta, **result})
+    state = result["status"]
+    log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
+                      f"{': ' + result['reason'] if result['reason'] else ''} "
+                      f"(see {run_dir}/status.json, {train_log})")
+    return 128 + signum if state == "interrupted" else EXIT[state]
+
+
+def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
+    where = paths(cfg)
+    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
+    command = evaluate_command(cfg, dry_run=dry_run)
+    if dry_run:
+        print(shlex.join(command))
+        return 0
+    status = _status(run_dir)
+    if not status or status.get("status") != "ok":
+        raise SettingError(f"{name} has not trained successfully (no ok status in "
+                           f"{run_dir}/status.json); run train.sh first")
+    last = os.path.join(run_dir, "checkpoints", "checkpoint_last.pt")
+    result = os.path.join(run_dir, "eval", "eval.json")
+    if os.path.isfile(result) and os.path.getmtime(result) > os.path.getmtime(last):
+        log(cfg, "evaluate", f"{name} already evaluated: {result}")
+        return 0
+    write_json(os.path.join(run_dir, "evaluate.config.json"),
+               {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                "command": command})
+    log(cfg, "evaluate", f"{name}: average the last {cfg['AVERAGE_LAST']} checkpoints, decode "
+                         f"(beam {cfg['BEAM']}, lenpen {cfg['LENPEN']}), score")
+    evaluate_log = os.path.join(run_dir, "evaluate.log")
+    open(evaluate_log, "w").close()
+
+    def echo(line):
+        if "sacreBLEU" in line:
+            print(line.rstrip(), file=sys.stderr, flush=True)
+
+    code, signum = run_forwarding(command, env, [evaluate_log], echo)
+    if signum:
+        return 128 + signum
+    if code != 0:
+        log(cfg, "evaluate", f"evaluation failed; see {run_dir}/evaluate.log")
+        return 1
+    log(cfg, "evaluate", f"{name}: results in {result}")
+    return 0
+
+
+def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
+    """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run."""
+    if cfg.get("RUNS"):
+        specs = []
+        for entry in cfg["RUNS"].split():
+            fields = entry.split(":")
+            if len(fields) < 3 or not (fields[1].isdigit() and fields[2].isdigit()):
+                raise SettingError(f"RUNS entry {entry!r}: expected METHOD:ENC:DEC[:KEY=VALUE...]")
+            for override in fields[3:]:
+                key = override.partition("=")[0]
+                if "=" not in override or key not in SETTINGS:
+                    raise SettingError(f"RUNS entry {entry!r}: {override!r} is not KEY=VALUE "
+                                       "with KEY a recipe setting")
+            specs.append((fields[0], fields[1], fields[2], fields[3:]))
+        return specs
+    return [(method, n, n, []) for method in cfg["METHODS"].split() for n in cfg["DEPTHS"].split()]
+
+
+def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
+    """Train and evaluate every run, going on past failed or diverged ones; then the table.
+
+    Each run is a child ``train.sh`` / ``evaluate.sh`` with the run's settings given as
+    DEEPNET_* variables (they win over anything else in the environment). An interrupted
+    run stops the sweep (the scheduler is stopping it too); re-running it skips finished runs.
+    """
+    where = paths(cfg)
+    specs = sweep_specs(cfg)
+    if not specs:
+        raise SettingError("nothing to run: set METHODS and DEPTHS, or RUNS")
+    names = [run_name(m, n, d, o) for m, n, d, o in specs]
+    log(cfg, "sweep", f"{len(specs)} run(s): {' '.join(names)}")
+    if dry_run:
+        for name in names:
+            state = (_status(os.path.join(where["RUNS_DIR"], name)) or {}).get("status", "new")
+            print(f"{name}: {state}")
+        return 0
+    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
+        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
+                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    write_json(os.path.join(where["WORK"], "sweep.config.json"),
+               {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
+    scripts = os.path.join(cfg.repo, "scripts", cfg.dataset)
+    for (method, n, m, overrides), name in zip(specs, names):
+        label = method + (f" ({' '.join(overrides)})" if overrides else "")
+        run_env = {**env, **{PREFIX + kv.partition("=")[0]: kv.partition("=")[2]
+                             for kv in overrides},
+                   f"{PREFIX}METHOD": method, f"{PREFIX}ENC_LAYERS": n,
+                   f"{PREFIX}DEC_LAYERS": m, f"{PREFIX}RUN_NAME": name,
+                   f"{PREFIX}RUN_LABEL": label}
+        code, signum = run_forwarding(["bash", os.path.join(scripts, "train.sh")], run_env)
+        if signum or code >= 128 or code < 0:
+            log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
+            return 128 + signum if signum else (code if code > 0 else 128 - code)
+        if code == 0:
+            code, signum = run_forwarding(["bash", os.path.join(scripts, "evaluate.sh")], run_env)
+            if signum:
+                return 128 + signum
+            if code:
+                log(cfg, "sweep", f"{name}: evaluation failed (see {where['RUNS_DIR']}/{name}/"
+                                  "evaluate.log); going on")
+        elif _status(os.path.join(where["RUNS_DIR"], name)) is None:
+            # train.sh stopped before training (a bad setting, a missing tool): record it
+            write_json(os.path.join(where["RUNS_DIR"], name, "status.json"),
+                       {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
+                        "decoder_layers": int(m), "label": label, "status": "failed",
+                        "reason": "train.sh exited before training"})
+            log(cfg, "sweep", f"{name}: failed before training; going on")
+        else:
+            log(cfg, "sweep", f"{name}: not evaluated "
+                              f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
+    from .report import main as report_main
+
+    report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"]])
+    return 0

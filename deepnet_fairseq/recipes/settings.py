@@ -1,0 +1,376 @@
+"""The recipes' settings: one list of known names, read from configs/ and the environment.
+
+Where a value comes from, first match wins:
+
+1. the environment, ``DEEPNET_<NAME>`` (always accepted, and always wins);
+2. the environment, ``<NAME>``, for every name except the prefix-only ones (``WORK``, which
+   several HPC systems predefine, and ``PYTHON``): those are read only as ``DEEPNET_WORK`` /
+   ``DEEPNET_PYTHON``;
+3. the config files, in this order: ``configs/$SIZE.sh`` (SIZE other than full), the
+   dataset's ``configs/<dataset>.sh``, ``configs/model/$MODEL.sh``, ``configs/machine/$DEVICE.sh``;
+4. the default below, or a value derived from other settings (``ENC_LAYERS`` from ``LAYERS``).
+
+Every value is checked (numbers are numbers, choices are among the choices). A variable that
+is not a setting but looks like one is an error, not ignored: any unknown ``DEEPNET_*`` name,
+and a bare name close to a setting's name (``LAYER=18``, ``METHDO``), except the common
+system variables in ``NOT_SETTINGS``.
+
+Config files hold only lines ``: "${NAME:=value}"  # [tag] why`` (valid bash, read here by a
+strict parser: anything else in them is an error).
+"""
+
+import difflib
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+from .devices import count_gpus
+
+PREFIX = "DEEPNET_"
+DATASETS = ("wmt17", "opus100", "iwslt14")
+
+
+class SettingError(ValueError):
+    """A setting is missing, malformed or unknown; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    kind: str      # int | float | text | words | ints | betas | path | one of "a|b|c"
+    help: str
+    default: Optional[str] = None  # None: from a config file, derived, or unset
+    prefix_only: bool = False
+
+
+def _s(kind, help, default=None, prefix_only=False):
+    return Setting(kind, help, default, prefix_only)
+
+
+# Every name the recipes read. Defaults of dataset/model/machine values live in configs/.
+SETTINGS: Dict[str, Setting] = {
+    # what to run, where
+    "SIZE": _s("text", "full, or the name of a configs/<SIZE>.sh (smoke, mini)", "full"),
+    "DEVICE": _s("auto|cuda|cpu", "auto: cuda when a GPU is visible", "auto"),
+    "WORK": _s("path", "output directory [runs/<dataset>, runs/<dataset>-<SIZE>]",
+               prefix_only=True),
+    "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True),
+    "MODEL": _s("text", "a width in configs/model/"),
+    # data
+    "SOURCE": _s("download|local|multi30k", "where prepare.sh takes text from", "download"),
+    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]"),
+    "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]"),
+    "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train"),
+    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid"),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test"),
+    "OPUS_URL": _s("text", "OPUS-100 release archive"),
+    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive"),
+    "SRC": _s("text", "source language"),
+    "TGT": _s("text", "target language"),
+    "LANGS": _s("words", "OPUS-100: non-English languages, or all"),
+    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)"),
+    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)"),
+    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)"),
+    "VOCAB": _s("int", "joint sentencepiece vocabulary"),
+    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece"),
+    "MAX_LEN": _s("int", "drop training pairs longer than this (words)"),
+    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio"),
+    # the run
+    "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet"),
+    "LAYERS": _s("int", "layers per side", "6"),
+    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]"),
+    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]"),
+    "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]"),
+    "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]"),
+    "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
+    "SEED": _s("int", "fairseq --seed", "1"),
+    "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100"),
+    "TEMPERATURE": _s("float", "OPUS-100: sampling temperature over pairs"),
+    # model width
+    "EMBED_DIM": _s("int", "model width"),
+    "FFN_DIM": _s("int", "feed-forward width"),
+    "HEADS": _s("int", "attention heads"),
+    # optimisation
+    "LR": _s("float", "peak learning rate"),
+    "WARMUP": _s("int", "inverse_sqrt warmup updates"),
+    "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup"),
+    "ADAM_BETAS": _s("betas", "Adam betas, as (0.9, 0.98)"),
+    "CLIP_NORM": _s("float", "gradient clipping (0 = none)"),
+    "WEIGHT_DECAY": _s("float", "weight decay"),
+    "DROPOUT": _s("float", "dropout"),
+    "LABEL_SMOOTHING": _s("float", "label smoothing"),
+    "TOKENS_PER_UPDATE": _s("int", "effective batch in tokens, kept by --update-freq"),
+    "MAX_UPDATE": _s("int", "updates per run (0 = MAX_EPOCH decides)"),
+    "MAX_EPOCH": _s("int", "epochs per run (0 = MAX_UPDATE decides)"),
+    "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates"),
+    "AVERAGE_LAST": _s("int", "checkpoints averaged for evaluation"),
+    # machine
+    "MAX_TOKENS": _s("int", "tokens per process per step"),
+    "PRECISION": _s("fp16|bf16|fp32", "training precision"),
+    "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale"),
+    "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows"),
+    "MIN_LOSS_SCALE": _s("float", "fp16: stop (diverged) below this loss scale"),
+    "CHECKPOINT_ACTIVATIONS": _s("auto|0|1", "auto: on from CHECKPOINT_ACTIVATIONS_FROM layers",
+                                 "auto"),
+    "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "activation checkpointing when N+M >= this"),
+    "DDP_BACKEND": _s("text", "fairseq --ddp-backend"),
+    "NUM_WORKERS": _s("int", "data-loader workers per process"),
+    # processes
+    "NPROC": _s("text", "processes per node [every visible GPU; 1 on CPU]"),
+    "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]"),
+    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)"),
+    "MASTER_ADDR": _s("text", "first node's address (NNODES > 1: required with torchrun)"),
+    "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500"),
+    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto"),
+    # evaluation
+    "BEAM": _s("int", "beam size"),
+    "LENPEN": _s("float", "length penalty"),
+    "MAX_LEN_A": _s("float", "hypotheses at most A x source + B tokens"),
+    "MAX_LEN_B": _s("int", "see MAX_LEN_A"),
+    "TOKENIZED_BLEU": _s("0|1", "also report tokenized BLEU", "0"),
+    "COMPOUND_SPLIT": _s("0|1", "split compounds for tokenized BLEU", "0"),
+    # sweeps
+    "METHODS": _s("words", "methods of a sweep"),
+    "DEPTHS": _s("ints", "layers per side of a sweep"),
+    "RUNS": _s("text", "METHOD:ENC:DEC[:KEY=VALUE...] entries instead of METHODS x DEPTHS"),
+}
+
+# Common variables of shells, schedulers and torch that sit close to a setting's name.
+NOT_SETTINGS = {"LANG", "LANGUAGE", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                "GROUP_RANK", "ROLE_RANK", "LINES", "COLUMNS", "TERM", "MASTER"}
+
+
+@dataclass
+class Settings:
+    """Resolved settings: validated string values and where each came from."""
+    dataset: str
+    repo: str
+    values: Dict[str, str] = field(default_factory=dict)
+    sources: Dict[str, str] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values
+
+    def __getitem__(self, name: str) -> str:
+        if name not in SETTINGS:
+            raise KeyError(name)  # a programming error, not a user's
+        if name not in self.values:
+            raise SettingError(
+                f"{name} is not set: set it in the environment ({name}=... or {PREFIX}{name}=...) "
+                f"or in one of {', '.join(self.files) or 'the config files'}")
+        return self.values[name]
+
+    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        return self.values.get(name, default)
+
+    def int(self, name: str) -> int:
+        return int(self[name])
+
+    def float(self, name: str) -> float:
+        return float(self[name])
+
+    def flag(self, name: str) -> bool:
+        return self[name] == "1"
+
+    @property
+    def files(self) -> List[str]:
+        return [s for s in dict.fromkeys(self.sources.values()) if s.startswith("configs/")]
+
+    def set(self, name: str, value: str, source: str) -> None:
+        self.values[name] = _check(name, value, source)
+        self.sources[name] = source
+
+    def as_json(self) -> Dict:
+        return {name: {"value": self.values[name], "from": self.sources[name]}
+                for name in sorted(self.values)}
+
+    def describe(self) -> str:
+        width = max(map(len, self.values))
+        lines = [f"  {name:<{width}} = {self.values[name]!s:<28} ({self.sources[name]})"
+                 for name in sorted(self.values)]
+        return "\n".join(lines + [f"  note: {note}" for note in self.notes])
+
+
+def _check(name: str, value: str, source: str) -> str:
+    kind = SETTINGS[name].kind
+    where = f"{name}={value!r} (from {source})"
+    value = value.strip()
+    if kind == "int":
+        if not re.fullmatch(r"\d+", value):
+            raise SettingError(f"{where}: expected a whole number >= 0")
+    elif kind == "float":
+        try:
+            ok = math.isfinite(float(value))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise SettingError(f"{where}: expected a number")
+    elif kind == "ints":
+        if not re.fullmatch(r"\d+( +\d+)*", value):
+            raise SettingError(f"{where}: expected whole numbers separated by spaces")
+    elif kind == "betas":
+        if not re.fullmatch(r"\(\s*[0-9.eE+-]+\s*,\s*[0-9.eE+-]+\s*\)", value):
+            raise SettingError(f"{where}: expected two numbers as (0.9, 0.98)")
+    elif "|" in kind:
+        if value not in kind.split("|"):
+            raise SettingError(f"{where}: expected one of {', '.join(kind.split('|'))}")
+    elif not value:
+        raise SettingError(f"{where}: empty")
+    return value
+
+
+# ---- config files ---------------------------------------------------------------------------
+
+_LINE = re.compile(r':\s+"\$\{([A-Z][A-Z0-9_]*):=([^"$`\\]*)\}"\s*(#.*)?')
+
+
+def read_config(path: str) -> Dict[str, str]:
+    """NAME -> value of a configs/*.sh file; any other line (but comments) is an error."""
+    values: Dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            match = _LINE.fullmatch(line)
+            where = f"{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)}:{number}"
+            if not match:
+                raise SettingError(f'{where}: expected a line : "${{NAME:=value}}"  # comment, '
+                                   f"got {line!r}")
+            name, value = match.group(1), match.group(2)
+            if name not in SETTINGS:
+                raise SettingError(f"{where}: {name} is not a recipe setting"
+                                   + _suggest(name))
+            values.setdefault(name, value)  # first assignment wins, as in bash
+    return values
+
+
+# ---- the environment ------------------------------------------------------------------------
+
+def _suggest(name: str) -> str:
+    close = difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.8)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def unknown_names(env: Mapping[str, str]) -> List[str]:
+    """Messages for variables that look like settings but are not (typos)."""
+    problems = []
+    for name in sorted(env):
+        if name.startswith(PREFIX):
+            bare = name[len(PREFIX):]
+            if bare not in SETTINGS:
+                problems.append(f"{name} is not a recipe setting{_suggest(bare)}")
+        elif (name not in SETTINGS and name not in NOT_SETTINGS and re.fullmatch(r"[A-Z][A-Z0-9_]*", name)
+              and difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.8)):
+            problems.append(f"{name}={env[name]} is not a recipe setting{_suggest(name)}; "
+                            f"rename it, or run without it (env -u {name} ...) if it is "
+                            "meant for another program")
+    return problems
+
+
+def from_env(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
+    """(value, source) of NAME in the environment, or None."""
+    if PREFIX + name in env:
+        return env[PREFIX + name], f"environment {PREFIX}{name}"
+    if name in env and not SETTINGS[name].prefix_only:
+        return env[name], f"environment {name}"
+    return None
+
+
+def resolve(dataset: str, env: Mapping[str, str], repo: str,
+            probe: Optional[Callable[[], int]] = None) -> Settings:
+    """Every setting of DATASET from ENV and REPO/configs (see the module docstring).
+
+    ``probe`` counts GPUs when DEVICE=auto and no variable says (devices.count_gpus).
+    """
+    if dataset not in DATASETS:
+        raise SettingError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)}")
+    problems = unknown_names(env)
+    if problems:
+        raise SettingError("\n".join(problems))
+    cfg = Settings(dataset, repo)
+    for name in SETTINGS:
+        found = from_env(env, name)
+        if found:
+            cfg.set(name, *found)
+    for name in ("WORK", "PYTHON"):
+        if name in env and PREFIX + name not in env:
+            cfg.notes.append(f"{name} is set in the environment but not read (systems predefine "
+                             f"it); the recipes read {PREFIX}{name}")
+
+    def default(name):
+        if name not in cfg and SETTINGS[name].default is not None:
+            cfg.set(name, SETTINGS[name].default, "default")
+
+    default("SIZE")
+    default("DEVICE")
+    if cfg["DEVICE"] != "cpu":
+        gpus, said = count_gpus(env, probe)
+        if cfg["DEVICE"] == "cuda" and gpus == 0:
+            raise SettingError(f"DEVICE=cuda but no GPU is visible ({said}); use DEVICE=cpu "
+                               "(smoke size) or run where a GPU is")
+        if cfg["DEVICE"] == "auto":
+            cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
+
+    size = cfg["SIZE"]
+    files = [] if size == "full" else [f"configs/{size}.sh"]
+    if files and not os.path.isfile(os.path.join(repo, files[0])):
+        raise SettingError(f"SIZE={size}: no {files[0]} in {repo} (SIZE is full, or the name of "
+                           "a file configs/<SIZE>.sh such as smoke)")
+    files.append(f"configs/{dataset}.sh")
+
+    def load(relative):
+        for name, value in read_config(os.path.join(repo, relative)).items():
+            if name not in cfg:
+                cfg.set(name, value, relative)
+
+    for relative in files:
+        load(relative)
+    model = f"configs/model/{cfg['MODEL']}.sh"
+    if not os.path.isfile(os.path.join(repo, model)):
+        raise SettingError(f"MODEL={cfg['MODEL']}: no {model} (one of "
+                           f"{', '.join(sorted(os.listdir(os.path.join(repo, 'configs', 'model'))))})")
+    load(model)
+    load(f"configs/machine/{cfg['DEVICE']}.sh")
+    for name in SETTINGS:
+        default(name)
+    _derive(cfg, env)
+    return cfg
+
+
+def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
+    """Settings whose default follows from others (or from the scheduler)."""
+    def derive(name, value, why):
+        if name not in cfg:
+            cfg.set(name, value, f"derived: {why}")
+
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_NNODES"):
+        derive("NNODES", env["SLURM_NNODES"], "SLURM_NNODES, inside SLURM job " + env["SLURM_JOB_ID"])
+    derive("NNODES", "1", "one node")
+
+    suffix = "" if cfg["SIZE"] == "full" else f"-{cfg['SIZE']}"
+    derive("WORK", os.path.join(cfg.repo, "runs", cfg.dataset + suffix), "runs/<dataset>[-SIZE]")
+    derive("DOWNLOAD_DIR", os.path.join(cfg["WORK"], "download"), "$WORK/download")
+    derive("ENC_LAYERS", cfg["LAYERS"], "LAYERS")
+    derive("DEC_LAYERS", cfg["LAYERS"], "LAYERS")
+    derive("RUN_NAME", run_name(cfg["METHOD"], cfg["ENC_LAYERS"], cfg["DEC_LAYERS"]),
+           "METHOD-ENC_LAYERSL-DEC_LAYERSL")
+    derive("RUN_LABEL", cfg["METHOD"], "METHOD")
+    if cfg["SOURCE"] == "multi30k":
+        from ..corpora import MULTI30K_LANGS, multi30k_dir
+
+        # the shipped corpus: its own file names, and every language it has for OPUS-100
+        for name, value in (("LOCAL_DIR", multi30k_dir()), ("LOCAL_TRAIN", "train"),
+                            ("LOCAL_VALID", "val"), ("LOCAL_TEST", "test_2016_flickr")):
+            if not cfg.sources.get(name, "").startswith("environment"):
+                cfg.set(name, value, "derived: SOURCE=multi30k")
+        if cfg.get("LANGS") == "all":
+            cfg.set("LANGS", " ".join(x for x in MULTI30K_LANGS if x != "en"),
+                    "derived: SOURCE=multi30k, LANGS=all")
+
+
+def run_name(method: str, enc: str, dec: str, overrides=()) -> str:
+    """The directory name of one run: METHOD-NL-ML[+KEY=VALUE...]."""
+    return f"{method}-{enc}L-{dec}L" + "".join(f"+{kv}" for kv in overrides)

@@ -1,0 +1,351 @@
+"""The recipes' launch logic (deepnet_fairseq/recipes/{settings,devices,launch,workdir,runner}.py):
+pure functions given an environment dict, so every layout is checked on a CPU machine with no
+scheduler, plus a real child process for live logs and signals. No training here."""
+
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import REPO
+from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes import launch, runlog, runner, settings, workdir
+from deepnet_fairseq.recipes.devices import count_gpus
+from deepnet_fairseq.recipes.settings import SettingError
+
+
+def no_probe():
+    raise AssertionError("GPUs probed although the environment says how many there are")
+
+
+def plan(env, dataset="wmt17", probe=no_probe, repo=REPO):
+    """(settings, layout, command) as train.sh --dry-run computes them, for ENV."""
+    cfg = settings.resolve(dataset, env, repo, probe)
+    layout = launch.plan_layout(cfg, env, probe)
+    command = launch.train_command(cfg, layout, launch.method_args(cfg),
+                                   launch.task_args(cfg, dry_run=True), python="PY")
+    return cfg, layout, command
+
+
+def option(command, name):
+    return command[command.index(name) + 1]
+
+
+GPUS8 = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+
+
+# ---- counting devices -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("env, count", [
+    ({"CUDA_VISIBLE_DEVICES": "2,3"}, 2),
+    ({"CUDA_VISIBLE_DEVICES": ""}, 0),
+    ({"CUDA_VISIBLE_DEVICES": "-1"}, 0),
+    ({"CUDA_VISIBLE_DEVICES": "0,1,-1,2"}, 2),       # a negative entry ends the list
+    ({"CUDA_VISIBLE_DEVICES": "0,0"}, 0),            # a repeated device: CUDA sees none
+    ({"CUDA_VISIBLE_DEVICES": "1gpu,2"}, 2),         # leading numbers, as CUDA reads them
+    ({"CUDA_VISIBLE_DEVICES": "GPU-8a1b,GPU-77cd"}, 2),
+    ({"CUDA_VISIBLE_DEVICES": "MIG-4f1a"}, 1),
+    ({"CUDA_VISIBLE_DEVICES": "GPU-8a1b,3"}, 1),     # a UUID list ends at an ordinal
+    ({"SLURM_STEP_GPUS": "0,1,2,3", "SLURM_GPUS_ON_NODE": "8"}, 4),
+    ({"SLURM_GPUS_ON_NODE": "8"}, 8),
+    ({"SLURM_JOB_GPUS": "4,5,6"}, 3),
+    ({"CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_ON_NODE": "8"}, 1),  # CUDA's view wins
+])
+def test_count_gpus_as_cuda_and_slurm_say(env, count):
+    assert count_gpus(env, no_probe)[0] == count
+
+
+def test_count_gpus_probes_only_when_nothing_says():
+    assert count_gpus({}, lambda: 3) == (3, "torch.cuda.device_count()")
+
+
+# ---- layouts --------------------------------------------------------------------------------
+
+def test_one_gpu():
+    cfg, layout, cmd = plan({"CUDA_VISIBLE_DEVICES": "0"})
+    assert (layout.device, layout.world, layout.launcher) == ("cuda", 1, "none")
+    assert cmd[0] == "fairseq-train" and option(cmd, "--distributed-world-size") == "1"
+    # the paper's 128 x 4,096 tokens on one GPU: update-freq 128
+    assert option(cmd, "--update-freq") == "128" and layout.tokens_per_update == 524288
+
+
+def test_eight_gpus_found_by_the_probe():
+    cfg, layout, cmd = plan({}, probe=lambda: 8)
+    assert "DEVICE" in cfg and cfg["DEVICE"] == "cuda"
+    assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "8", "-m", "fairseq_cli.train"]
+    assert option(cmd, "--update-freq") == "16" and option(cmd, "--distributed-world-size") == "8"
+
+
+def test_cuda_visible_devices_2_3():
+    _, layout, cmd = plan({"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert layout.nproc == 2 and layout.gpus_from == "CUDA_VISIBLE_DEVICES=2,3"
+    assert option(cmd, "--nproc_per_node") == "2" and option(cmd, "--update-freq") == "64"
+
+
+def test_four_nodes_of_eight_gpus_under_slurm():
+    env = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "4", "SLURM_GPUS_ON_NODE": "8"}
+    cfg, layout, cmd = plan(env)
+    assert cfg["NNODES"] == "4" and cfg.sources["NNODES"].startswith("derived: SLURM_NNODES")
+    assert (layout.launcher, layout.world, layout.update_freq) == ("srun", 32, 4)
+    assert cmd[:6] == ["srun", "--nodes", "4", "--ntasks-per-node", "8", "fairseq-train"]
+    assert option(cmd, "--distributed-world-size") == "32"
+    assert cmd[-2:] == ["--distributed-port", "29500"] and layout.is_rank0
+
+
+def test_two_nodes_by_torchrun():
+    env = {**GPUS8, "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "node0"}
+    _, layout, cmd = plan(env)
+    assert cmd[:12] == ["torchrun", "--nnodes", "2", "--node_rank", "1", "--master_addr", "node0",
+                        "--master_port", "29500", "--nproc_per_node", "8", "-m"]
+    assert option(cmd, "--distributed-world-size") == "16" and option(cmd, "--update-freq") == "8"
+    assert not layout.is_rank0 and layout.node_suffix == ".node1"
+    _, layout, _ = plan({**env, "NODE_RANK": "0"})
+    assert layout.is_rank0 and layout.node_suffix == ""
+
+
+def test_two_nodes_without_node_rank_or_master_is_an_error_never_rank_0():
+    with pytest.raises(SettingError, match="set NODE_RANK on every node.*never assumed to be rank 0"):
+        plan({**GPUS8, "NNODES": "2", "MASTER_ADDR": "node0"})
+    with pytest.raises(SettingError, match="set NODE_RANK and MASTER_ADDR"):
+        plan({**GPUS8, "NNODES": "2"})
+    with pytest.raises(SettingError, match="NODE_RANK=2 must be below NNODES=2"):
+        plan({**GPUS8, "NNODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "node0"})
+
+
+def test_several_cpu_processes():
+    env = {"DEVICE": "cpu", "SIZE": "smoke", "NPROC": "3"}
+    cfg, layout, cmd = plan(env)
+    assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "3", "-m",
+                       "deepnet_fairseq.fairseq_train_compat"]
+    assert "--cpu" in cmd and option(cmd, "--distributed-backend") == "gloo"
+    assert option(cmd, "--ddp-backend") == "legacy_ddp" and option(cmd, "--distributed-world-size") == "3"
+    assert "--fp16" not in cmd and "--bf16" not in cmd  # fp32 on CPU by default
+    assert layout.tokens_per_update >= cfg.int("TOKENS_PER_UPDATE")
+
+
+def test_one_cpu_process_is_plain_fairseq_train():
+    _, layout, cmd = plan({"DEVICE": "cpu", "SIZE": "smoke"})
+    assert layout.launcher == "none" and cmd[0] == "fairseq-train"
+    assert "--distributed-backend" not in cmd and option(cmd, "--distributed-world-size") == "1"
+
+
+def test_precision_choices():
+    _, _, fp16 = plan({"CUDA_VISIBLE_DEVICES": "0"})  # fp16 is the CUDA default
+    assert fp16[fp16.index("--fp16"):fp16.index("--fp16") + 7] == [
+        "--fp16", "--fp16-init-scale", "128", "--fp16-scale-window", "256",
+        "--min-loss-scale", "0.0001"]
+    _, layout, bf16 = plan({"CUDA_VISIBLE_DEVICES": "0", "PRECISION": "bf16"})
+    # fairseq 0.12's CLI turns --bf16 into --tpu: the compat module undoes that
+    assert bf16[:3] == ["PY", "-m", "deepnet_fairseq.fairseq_train_compat"]
+    assert "--bf16" in bf16 and "--fp16" not in bf16
+    _, _, fp32 = plan({"CUDA_VISIBLE_DEVICES": "0", "PRECISION": "fp32"})
+    assert "--fp16" not in fp32 and "--bf16" not in fp32 and fp32[0] == "fairseq-train"
+    with pytest.raises(SettingError, match="fp16 needs CUDA"):
+        plan({"DEVICE": "cpu", "PRECISION": "fp16"})
+
+
+@pytest.mark.parametrize("env, on", [
+    ({"LAYERS": "100"}, True),                          # N + M = 200 >= the threshold
+    ({"LAYERS": "99"}, False),
+    ({"ENC_LAYERS": "150", "DEC_LAYERS": "50"}, True),
+    ({"LAYERS": "6", "CHECKPOINT_ACTIVATIONS": "1"}, True),
+    ({"LAYERS": "100", "CHECKPOINT_ACTIVATIONS": "0"}, False),
+    ({"LAYERS": "20", "CHECKPOINT_ACTIVATIONS_FROM": "40"}, True),
+])
+def test_activation_checkpointing_from_the_depth_threshold(env, on):
+    _, layout, cmd = plan({"CUDA_VISIBLE_DEVICES": "0", **env})
+    assert layout.checkpoint_activations is on and ("--checkpoint-activations" in cmd) is on
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"CUDA_VISIBLE_DEVICES": "0,1", "LAUNCHER": "none"}, "LAUNCHER=none starts one process"),
+    ({"CUDA_VISIBLE_DEVICES": "0", "LAUNCHER": "srun"}, "inside a SLURM allocation"),
+    ({"CUDA_VISIBLE_DEVICES": "0,1", "NPROC": "4"}, "only 2 GPU"),
+    ({"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": ""}, "DEVICE=cuda but no GPU is visible"),
+    ({"DEVICE": "cpu", "NPROC": "two"}, "NPROC='two'"),
+])
+def test_impossible_layouts_are_clear_errors(env, message):
+    with pytest.raises(SettingError, match=message):
+        plan(env)
+
+
+# ---- settings -------------------------------------------------------------------------------
+
+def test_environment_over_configs_and_prefix_over_bare_name():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu"}, REPO)
+    assert (cfg["LR"], cfg.sources["LR"]) == ("1.5e-3", "configs/wmt17.sh")
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "LR": "1e-3"}, REPO)
+    assert (cfg["LR"], cfg.sources["LR"]) == ("1e-3", "environment LR")
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "LR": "1e-3", "DEEPNET_LR": "2e-3"}, REPO)
+    assert (cfg["LR"], cfg.sources["LR"]) == ("2e-3", "environment DEEPNET_LR")
+    # smoke.sh comes before the dataset's file
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
+    assert cfg["LR"] == "0.002" and cfg.sources["LR"] == "configs/smoke.sh"
+
+
+def test_work_is_read_only_with_its_prefix():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "WORK": "/scratch/someone"}, REPO)
+    assert cfg["WORK"] == os.path.join(REPO, "runs", "wmt17")
+    assert any("WORK is set in the environment but not read" in note for note in cfg.notes)
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": "/w"}, REPO)
+    assert cfg["WORK"] == "/w"
+    assert launch.paths(cfg)["RUN_DIR"] == "/w/runs/deepnet-6L-6L"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"LAYER": "18"}, r"LAYER=18 is not a recipe setting \(did you mean LAYERS\?\)"),
+    ({"METHDO": "post_ln"}, "did you mean METHOD"),
+    ({"DEEPNET_LAYRS": "2"}, r"DEEPNET_LAYRS is not a recipe setting \(did you mean LAYERS\?\)"),
+    ({"DEEPNET_SOMETHING": "1"}, "DEEPNET_SOMETHING is not a recipe setting"),
+    ({"LR": "fast"}, "LR='fast'.*expected a number"),
+    ({"LAYERS": "-1"}, "expected a whole number"),
+    ({"DEVICE": "gpu"}, "expected one of auto, cuda, cpu"),
+    ({"ADAM_BETAS": "0.9,0.98"}, r"as \(0.9, 0.98\)"),
+    ({"MODEL": "huge"}, "no configs/model/huge.sh"),
+    ({"SIZE": "tiny"}, "no configs/tiny.sh"),
+])
+def test_typos_and_bad_values_are_reported(env, message):
+    with pytest.raises(SettingError, match=message):
+        settings.resolve("wmt17", {"DEVICE": "cpu", **env}, REPO)
+
+
+def test_common_system_variables_are_not_typos():
+    env = {"DEVICE": "cpu", "LANG": "C.UTF-8", "HOME": "/root", "PATH": "/bin", "RANK": "0",
+           "LOCAL_RANK": "0", "SLURM_NNODES": "2", "CUDA_HOME": "/usr/local/cuda"}
+    assert settings.unknown_names(env) == []
+    settings.resolve("wmt17", env, REPO)
+
+
+def test_size_reads_configs_size_sh_and_fails_clearly_without_it(tmp_path):
+    shutil.copytree(os.path.join(REPO, "configs"), tmp_path / "configs")
+    (tmp_path / "configs" / "mini.sh").unlink(missing_ok=True)
+    with pytest.raises(SettingError, match="SIZE=mini: no configs/mini.sh"):
+        settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "mini"}, str(tmp_path))
+    (tmp_path / "configs" / "mini.sh").write_text(
+        '# shellcheck shell=bash\n: "${MAX_UPDATE:=1234}"  # [chosen] a test value\n')
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "mini"}, str(tmp_path))
+    assert (cfg["MAX_UPDATE"], cfg.sources["MAX_UPDATE"]) == ("1234", "configs/mini.sh")
+    assert cfg["WORK"] == str(tmp_path / "runs" / "wmt17-mini")
+
+
+def test_config_files_are_parsed_strictly(tmp_path):
+    path = tmp_path / "bad.sh"
+    path.write_text('# comment\n: "${LR:=1e-3}"  # [chosen]\nLR=2e-3\n')
+    with pytest.raises(SettingError, match="bad.sh:3: expected a line"):
+        settings.read_config(str(path))
+    path.write_text(': "${LAYER:=6}"\n')
+    with pytest.raises(SettingError, match="LAYER is not a recipe setting"):
+        settings.read_config(str(path))
+    path.write_text(': "${LR:=$OTHER}"\n')  # no expansions: values are plain text
+    with pytest.raises(SettingError, match="expected a line"):
+        settings.read_config(str(path))
+
+
+def test_every_shipped_config_file_reads():
+    for root, _, names in os.walk(os.path.join(REPO, "configs")):
+        for name in names:
+            if name.endswith(".sh"):
+                assert settings.read_config(os.path.join(root, name))
+
+
+def test_multi30k_source_needs_no_other_setting():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SOURCE": "multi30k"}, REPO)
+    assert cfg["LOCAL_DIR"] == multi30k_dir()
+    assert (cfg["LOCAL_TRAIN"], cfg["LOCAL_VALID"], cfg["LOCAL_TEST"]) == \
+        ("train", "val", "test_2016_flickr")
+    cfg = settings.resolve("opus100", {"DEVICE": "cpu", "SOURCE": "multi30k"}, REPO)
+    assert cfg["LANGS"] == "de fr cs"
+    cfg = settings.resolve("opus100", {"DEVICE": "cpu", "SOURCE": "multi30k", "LANGS": "de"}, REPO)
+    assert cfg["LANGS"] == "de"
+
+
+def test_wmt17_defaults_are_the_papers_setting_from_admin_torch():
+    cfg, layout, cmd = plan({**GPUS8})
+    expected = {"TOKENS_PER_UPDATE": "524288", "LR": "1.5e-3", "ADAM_BETAS": "(0.9, 0.98)",
+                "WARMUP": "4000", "WARMUP_INIT_LR": "1e-7", "DROPOUT": "0.4",
+                "WEIGHT_DECAY": "0.0001", "LABEL_SMOOTHING": "0.1", "MAX_UPDATE": "100000",
+                "FP16_SCALE_WINDOW": "256", "PRECISION": "fp16"}
+    assert {name: cfg[name] for name in expected} == expected
+    for name in expected:
+        if name != "PRECISION":
+            assert cfg.sources[name] == "configs/wmt17.sh"
+    assert option(cmd, "--lr-scheduler") == "inverse_sqrt"
+    assert option(cmd, "--warmup-init-lr") == "1e-7" and option(cmd, "--fp16-scale-window") == "256"
+    # 8 GPUs x 4,096 tokens x update-freq 16 = 128 x 4,096
+    assert layout.tokens_per_update == 128 * 4096
+    text = open(os.path.join(REPO, "configs", "wmt17.sh")).read()
+    assert "FAILS with a regular 8 x 4,096-token batch" in text
+
+
+def test_shell_assignments_round_trip_through_bash(tmp_path):
+    import subprocess
+
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "it's here")},
+                           REPO)
+    script = launch.shell_assignments(cfg) + 'printf "%s\\n" "$ADAM_BETAS" "$BIN" "$MARKER"\n'
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["(0.9, 0.98)", str(tmp_path / "it's here" / "data" / "bin"),
+                                workdir.MARKER]
+
+
+# ---- directories the recipes may delete -----------------------------------------------------
+
+def test_only_directories_the_recipes_created_are_deleted(tmp_path):
+    mine = workdir.make_dirs(str(tmp_path / "work" / "data"))
+    assert workdir.is_ours(mine) and workdir.is_ours(str(tmp_path / "work"))
+    assert not workdir.is_ours(str(tmp_path))  # existed before: not marked
+    workdir.remove_tree(mine)
+    assert not os.path.exists(mine)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "precious.txt").write_text("keep me")
+    with pytest.raises(workdir.NotOurs, match="refusing to delete .*theirs"):
+        workdir.fresh(str(theirs))
+    tmp = workdir.fresh(str(tmp_path / "work" / "out.tmp"))
+    with pytest.raises(workdir.NotOurs):
+        workdir.publish(tmp, str(theirs))
+    assert (theirs / "precious.txt").read_text() == "keep me"
+    workdir.publish(tmp, str(tmp_path / "work" / "out"))
+    assert os.path.isfile(tmp_path / "work" / "out" / ".done")
+
+
+# ---- statuses, live logs and signals --------------------------------------------------------
+
+VALID = "x | valid on 'valid' subset | loss 6.5 | nll_loss 3 | num_updates 20\n"
+
+
+def test_a_signalled_run_is_interrupted_not_failed():
+    stopped = runlog.classify(VALID, -15, vocab_size=1024, signal="SIGTERM")
+    assert stopped["status"] == "interrupted" and "SIGTERM at update 20" in stopped["reason"]
+    assert runlog.classify(VALID, -9, vocab_size=1024)["status"] == "failed"  # SIGKILL: OOM killer
+    nan = "FloatingPointError: Minimum loss scale reached (0.0001).\n"
+    assert runlog.classify(nan, 1, 1024, signal="SIGTERM")["status"] == "diverged"
+
+
+def test_output_is_logged_live_and_a_signal_is_passed_on(tmp_path):
+    logs = [str(tmp_path / "attempt.log"), str(tmp_path / "train.log")]
+    seen = {}
+
+    def preempt():  # what a scheduler does at the time limit, once the run has logged a line
+        deadline = time.time() + 20
+        while time.time() < deadline and "first" not in seen.setdefault("log", ""):
+            time.sleep(0.05)
+            seen["log"] = open(logs[1]).read() if os.path.exists(logs[1]) else ""
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    child = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGTERM, lambda *a: (print('got SIGTERM'), sys.exit(143)))\n"
+             "print('first')\ntime.sleep(30)\nprint('never')\n")
+    threading.Thread(target=preempt, daemon=True).start()
+    start = time.time()
+    code, signum = runner.run_forwarding([sys.executable, "-c", child], dict(os.environ), logs)
+    assert "first" in seen["log"]  # in the log while the child was still running
+    assert (code, signum) == (143, signal.SIGTERM) and time.time() - start < 20
+    for path in logs:
+        assert open(path).read() == "first\ngot SIGTERM\n"
+    # our own handler is restored afterwards
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
