@@ -4,14 +4,18 @@ Multi30k (Elliott et al. 2016) in local mode, through the real scripts and fairs
 WMT-17 shape: en-de; OPUS-100 shape: en<->{de,fr,cs}; IWSLT-14 shape: de-en. The WMT sweep
 covers 2 depths x 2 methods plus a run forced to diverge (absurd learning rate); the OPUS
 sweep 2 depths and the log fit over 6 directions; one test trains with 2 CPU processes (gloo)
-through the recipe's own torchrun path. Kept small: the whole file is meant to take a few
-minutes on 2 cores.
+through the recipe's own torchrun path, one as 2 torchrun "nodes" of one process sharing a
+run directory, and one is stopped by SIGTERM (a scheduler's time limit) and resumed. Kept
+small: the whole file is meant to take a few minutes on 2 cores.
 """
 
 import csv
 import json
 import os
+import signal
+import socket
 import subprocess
+import time
 
 import pytest
 
@@ -26,10 +30,17 @@ LOCAL = {"SIZE": "smoke", "DEVICE": "cpu", "SOURCE": "multi30k",
          "OMP_NUM_THREADS": "1"}  # one thread per process: CI machines are small and shared
 
 
+def recipe_env(work, **env):
+    return {**os.environ, **LOCAL, "DEEPNET_WORK": str(work), **env}
+
+
+def script(dataset, step):
+    return os.path.join(REPO, "scripts", dataset, f"{step}.sh")
+
+
 def recipe(dataset, step, work, **env):
-    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", dataset, f"{step}.sh")],
-                          capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **LOCAL, "DEEPNET_WORK": str(work), **env})
+    proc = subprocess.run(["bash", script(dataset, step)], capture_output=True, text=True,
+                          cwd=REPO, env=recipe_env(work, **env))
     assert proc.returncode == 0, f"{dataset}/{step}.sh exited {proc.returncode}:\n{proc.stderr[-4000:]}"
     return proc
 
@@ -85,6 +96,79 @@ def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):
     log = open(wmt17 / "runs" / "two-processes" / "train.log").read()
     assert "distributed init (rank 1)" in log and "'distributed_world_size': 2" in log
     assert "'bf16': True" in log and "'tpu': False" in log
+
+
+def wait_for(predicate, what, timeout=300, procs=()):
+    deadline = time.time() + timeout
+    while not predicate():
+        for proc in procs:
+            assert proc.poll() is None, f"exited {proc.returncode} before {what}"
+        assert time.time() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
+
+
+def test_wmt17_sigterm_is_interrupted_and_the_next_launch_resumes(wmt17):
+    run = wmt17 / "runs" / "preempted"
+    env = recipe_env(wmt17, RUN_NAME="preempted", METHOD="deepnet", LAYERS="1",
+                     MAX_UPDATE="24", SAVE_INTERVAL_UPDATES="3")
+    proc = subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = run / "train.log"
+    # train.log is written while fairseq runs: the first checkpoint's line shows up in it live
+    wait_for(lambda: log.exists() and "Saved checkpoint" in log.read_text(),
+             "saved checkpoint in train.log", procs=[proc])
+    proc.send_signal(signal.SIGTERM)  # what SLURM does at the time limit
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM, proc.stderr.read()[-3000:]
+    status = json.load(open(run / "status.json"))
+    assert status["status"] == "interrupted", status
+    assert "SIGTERM" in status["reason"] and 3 <= status["num_updates"] < 24
+    first = (run / "attempts" / "attempt-1.log").read_text()
+    assert "signal SIGTERM" in first.splitlines()[-1]
+
+    recipe("wmt17", "train", wmt17, RUN_NAME="preempted", METHOD="deepnet", LAYERS="1",
+           MAX_UPDATE="24", SAVE_INTERVAL_UPDATES="3")
+    status = json.load(open(run / "status.json"))
+    assert (status["status"], status["num_updates"], status["attempt"]) == ("ok", 24, 2)
+    second = (run / "attempts" / "attempt-2.log").read_text()
+    assert "Loaded checkpoint" in second and "checkpoint_last.pt" in second  # resumed
+    # every attempt's output is kept: both in train.log, each after its header
+    whole = log.read_text()
+    assert whole.count("==== attempt 1,") == 1 and whole.count("==== attempt 2,") == 1
+    assert first in whole and second in whole
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_wmt17_two_nodes_write_one_status_and_their_own_logs(wmt17):
+    # two "nodes" of one CPU process each on this machine: torchrun --nnodes 2, node ranks 0
+    # and 1 started together, one shared run directory (as on a cluster's shared filesystem)
+    run = wmt17 / "runs" / "two-nodes"
+    common = dict(RUN_NAME="two-nodes", METHOD="deepnet", LAYERS="1", MAX_UPDATE="4",
+                  SAVE_INTERVAL_UPDATES="2", MAX_TOKENS="2048", NNODES="2", NPROC="1",
+                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    nodes = [subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO, text=True,
+                              env=recipe_env(wmt17, NODE_RANK=str(rank), **common),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for rank in (0, 1)]
+    errors = [node.communicate(timeout=600)[1] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n----\n".join(e[-3000:] for e in errors)
+    status = json.load(open(run / "status.json"))
+    assert status["status"] == "ok" and status["num_updates"] == 4, status
+    assert (status["world_size"], status["nnodes"], status["launcher"]) == (2, 2, "torchrun")
+    assert "rank 0 writes the status" in errors[1]
+    # run-level files from global rank 0 only; node 1 keeps its own log
+    assert "--node_rank 0" in (run / "command.sh").read_text()
+    assert json.load(open(run / "config.json"))["layout"]["node_rank"] == 0
+    node0, node1 = (run / "train.log").read_text(), (run / "train.node1.log").read_text()
+    assert "==== attempt 1," in node0 and "==== attempt 1 (node 1)," in node1
+    assert "valid on 'valid' subset" in node0 and "--node_rank 1" in node1
+    assert "--node_rank 1" not in node0
+    assert sorted(os.listdir(run / "attempts")) == [".deepnet-recipes", "attempt-1.log",
+                                                   "attempt-1.node1.log"]
 
 
 def test_opus100_chain_and_log_fit(tmp_path):
