@@ -5,7 +5,7 @@
 #   METHOD=deepnet LAYERS=50 bash scripts/iwslt14/evaluate.sh
 #
 # Hardware: one GPU (or CPU at smoke size). Time (estimated): a few minutes per model. Output:
-# $WORK/runs/<run>/eval/{eval.json, generate-test.txt}.
+# $DEEPNET_WORK/runs/<run>/eval/{eval.json, generate-test.txt}.
 # Environment: as for scripts/wmt17/evaluate.sh (see its --help); defaults in configs/iwslt14.sh.
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh

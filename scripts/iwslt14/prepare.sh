@@ -5,19 +5,18 @@
 # test = dev2010 + tst2010-2012 + TEDx dev2012 (as fairseq's prepare-iwslt14.sh; cased here).
 #
 #   bash scripts/iwslt14/prepare.sh
-#   SIZE=smoke SOURCE=local LOCAL_DIR=deepnet_fairseq/corpora/multi30k LOCAL_VALID=val \
-#     LOCAL_TEST=test_2016_flickr bash scripts/iwslt14/prepare.sh   # CI: Multi30k de->en
+#   SIZE=smoke SOURCE=multi30k bash scripts/iwslt14/prepare.sh   # CI: shipped Multi30k de->en
 #
 # Hardware: any machine. Time: about 5 minutes (smoke: well under a minute). Re-running skips
 # finished steps; the download resumes.
 #
 # Environment (defaults in brackets; the rest in configs/iwslt14.sh, configs/smoke.sh):
-#   SIZE, WORK     full | smoke; output directory     [full; runs/iwslt14 or runs/iwslt14-smoke]
-#   SOURCE         download | local                    [download]
-#   IWSLT_URL      the de-en archive                   [fairseq's mirror, see below]
-#   DOWNLOAD_DIR   archive location (put a downloaded de-en.tgz here)  [$WORK/download]
+#   SIZE, DEEPNET_WORK  as in scripts/wmt17/prepare.sh [full; runs/iwslt14 or runs/iwslt14-<SIZE>]
+#   SOURCE         download | local | multi30k         [download]
+#   IWSLT_URL      the de-en archive                   [configs/iwslt14.sh: fairseq's mirror]
+#   DOWNLOAD_DIR   archive location (put a downloaded de-en.tgz here)  [$DEEPNET_WORK/download]
 #   LOCAL_DIR, LOCAL_TRAIN, LOCAL_VALID, LOCAL_TEST    SOURCE=local, as in scripts/wmt17/prepare.sh
-# Output: $WORK/data/{bin, spm.model, raw/test.de-en.en (the references)}.
+# Output: $DEEPNET_WORK/data/{bin, spm.model, raw/test.de-en.en (the references)}.
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"

@@ -8,7 +8,7 @@
 #
 # Hardware: one GPU (more are used if present). Time (estimated, not measured): ~3 days for
 # the 12 default runs on one A100. Smoke size: about a minute per run on 2 CPU cores.
-# Output: $WORK/results/{table.md, results.csv, bleu_vs_depth.png}.
+# Output: $DEEPNET_WORK/results/{table.md, results.csv, bleu_vs_depth.png}.
 #
 # Environment (defaults in brackets; the rest as for train.sh and evaluate.sh):
 #   METHODS  [deepnet post_ln pre_ln]   DEPTHS  layers per side [10 20 50 100]

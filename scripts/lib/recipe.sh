@@ -43,7 +43,7 @@ recipe_exec() {
 }
 
 # recipe_init DATASET prepare "$@": the resolved settings (printed, saved in
-# $WORK/data/config.json) as shell variables, plus DATA_DIR, BIN, RAW, MARKER; --dry-run
+# $DEEPNET_WORK/data/config.json) as shell variables, plus DATA_DIR, BIN, RAW, MARKER; --dry-run
 # prints them and stops.
 recipe_init() {
   RECIPE="$1/$2"

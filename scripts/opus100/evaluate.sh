@@ -7,11 +7,11 @@
 #   METHOD=deepnet LAYERS=100 bash scripts/opus100/evaluate.sh
 #
 # Hardware: one GPU (or CPU at smoke size). Time (estimated): 198 directions x 2,000 sentences,
-# 1-3 hours per model on one 80 GB GPU. Output: $WORK/runs/<run>/eval/{eval.json, <dir>/};
+# 1-3 hours per model on one 80 GB GPU. Output: $DEEPNET_WORK/runs/<run>/eval/{eval.json, <dir>/};
 # an interrupted evaluation resumes with the directions it has not decoded yet.
 #
 # Environment (as for scripts/wmt17/evaluate.sh): METHOD, LAYERS / ENC_LAYERS / DEC_LAYERS,
-# RUN_NAME, SIZE, WORK, DEVICE, PRECISION, AVERAGE_LAST, BEAM, LENPEN.
+# RUN_NAME, SIZE, DEEPNET_WORK, DEVICE, PRECISION, AVERAGE_LAST, BEAM, LENPEN.
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"

@@ -6,24 +6,23 @@
 #
 #   bash scripts/opus100/prepare.sh                              # all 99 pairs, download mode
 #   LANGS="de fr cs" bash scripts/opus100/prepare.sh             # a subset
-#   SIZE=smoke SOURCE=local LOCAL_DIR=deepnet_fairseq/corpora/multi30k LOCAL_VALID=val \
-#     LOCAL_TEST=test_2016_flickr LANGS="de fr cs" bash scripts/opus100/prepare.sh  # CI: Multi30k
+#   SIZE=smoke SOURCE=multi30k bash scripts/opus100/prepare.sh   # CI: shipped Multi30k, de fr cs
 #
 # Hardware: ~100 GB disk, 16+ CPU cores. Time (estimated): 3-5 hours for all pairs (cleaning,
 # sentencepiece over 55M pairs, 99 fairseq-preprocess calls). Smoke size: about a minute.
 # Re-running skips finished steps (and finished pairs); the download resumes.
 #
 # Environment (defaults in brackets; the rest in configs/opus100.sh, configs/smoke.sh):
-#   SIZE, WORK     full | smoke; output directory       [full; runs/opus100 or runs/opus100-smoke]
-#   LANGS          non-English languages, or "all"       [all]
-#   SOURCE         download | local                      [download]
-#   DOWNLOAD_DIR   archive location (put a downloaded opus-100-corpus-v1.0.tar.gz here) [$WORK/download]
-#   OPUS_URL       the release archive  [https://object.pouta.csc.fi/OPUS-100/v1.0/opus-100-corpus-v1.0.tar.gz]
+#   SIZE, DEEPNET_WORK  as in scripts/wmt17/prepare.sh  [full; runs/opus100 or runs/opus100-<SIZE>]
+#   LANGS          non-English languages, or "all"       [all; with multi30k: de fr cs]
+#   SOURCE         download | local | multi30k           [download]
+#   DOWNLOAD_DIR   archive location (put a downloaded opus-100-corpus-v1.0.tar.gz here) [$DEEPNET_WORK/download]
+#   OPUS_URL       the release archive                   [configs/opus100.sh]
 #   LOCAL_DIR      SOURCE=local: per pair LOCAL_DIR/X-en/ (or en-X/), or one multi-way
 #                  directory, holding {train,valid,test}.{X,en}[.gz] (stems: LOCAL_TRAIN,
 #                  LOCAL_VALID, LOCAL_TEST)
 #   TRAIN_LINES, VALID_LINES, TEST_LINES, VOCAB    as in configs/opus100.sh
-# Output: $WORK/data/bin (with langs.txt, lang_pairs.txt), spm.model, raw/test.X-en.{X,en}.
+# Output: $DEEPNET_WORK/data/bin (with langs.txt, lang_pairs.txt), spm.model, raw/test.X-en.{X,en}.
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
@@ -71,7 +70,7 @@ if [[ ! -f "$RAW/.done" ]]; then
   for x in "${LANG_LIST[@]}"; do PAIRS+=("$x-en"); done
   publish_raw "${PAIRS[@]}"
 fi
-# the pairs are those of the raw text (a later LANGS needs a fresh WORK)
+# the pairs are those of the raw text (a later LANGS needs a fresh DEEPNET_WORK)
 PAIRS=()
 LANG_LIST=()
 for f in "$RAW"/train.*-en.en; do

@@ -9,7 +9,7 @@
 #
 # Hardware: 8 x 80 GB GPUs per node, several nodes for 250L-250L and 500L-500L. Time
 # (estimated, not measured): ~4 weeks of one node for the default sweep; see train.sh per depth.
-# Smoke size: a few minutes. Output: $WORK/results/{table.md, results.csv, bleu_vs_depth.png}.
+# Smoke size: a few minutes. Output: $DEEPNET_WORK/results/{table.md, results.csv, bleu_vs_depth.png}.
 #
 # Environment (defaults in brackets; the rest as for train.sh and evaluate.sh):
 #   METHODS  [deepnet]   DEPTHS  layers per side [6 12 24 50 100 250 500]

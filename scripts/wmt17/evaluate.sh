@@ -6,12 +6,13 @@
 #   METHOD=deepnet LAYERS=18 bash scripts/wmt17/evaluate.sh
 #
 # Hardware: one GPU (or CPU at smoke size). Time (estimated): 2-10 minutes per model on one
-# 80 GB GPU, depth-dependent. Output: $WORK/runs/<run>/eval/{eval.json,generate-test.txt}; it
-# appears only when complete. Re-running is a no-op unless the checkpoints changed.
+# 80 GB GPU, depth-dependent. Output: $DEEPNET_WORK/runs/<run>/eval/{eval.json,
+# generate-test.txt}; it appears only when complete. Re-running is a no-op unless the
+# checkpoints changed. --dry-run prints the settings and the command.
 #
-# Environment (defaults in brackets; the rest in configs/wmt17.sh):
+# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in configs/wmt17.sh):
 #   METHOD, LAYERS / ENC_LAYERS / DEC_LAYERS, RUN_NAME   which run   [deepnet, 6]
-#   SIZE, WORK, DEVICE, PRECISION                        as for train.sh
+#   SIZE, DEEPNET_WORK, DEVICE, PRECISION                as for train.sh
 #   AVERAGE_LAST  update checkpoints averaged                     [5]
 #   BEAM, LENPEN  beam size and length penalty                    [5, 1.0]
 set -euo pipefail
