@@ -76,7 +76,8 @@ def test_one_gpu():
 def test_eight_gpus_found_by_the_probe():
     cfg, layout, cmd = plan({}, probe=lambda: 8)
     assert "DEVICE" in cfg and cfg["DEVICE"] == "cuda"
-    assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "8", "-m", "fairseq_cli.train"]
+    assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "8", "-m",
+                       "fairseq_cli.train"]
     assert option(cmd, "--update-freq") == "16" and option(cmd, "--distributed-world-size") == "8"
 
 
@@ -108,7 +109,7 @@ def test_two_nodes_by_torchrun():
 
 
 def test_two_nodes_without_node_rank_or_master_is_an_error_never_rank_0():
-    with pytest.raises(SettingError, match="set NODE_RANK on every node.*never assumed to be rank 0"):
+    with pytest.raises(SettingError, match="set NODE_RANK on every node.*never assumed to be rank"):
         plan({**GPUS8, "NNODES": "2", "MASTER_ADDR": "node0"})
     with pytest.raises(SettingError, match="set NODE_RANK and MASTER_ADDR"):
         plan({**GPUS8, "NNODES": "2"})
@@ -122,7 +123,8 @@ def test_several_cpu_processes():
     assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "3", "-m",
                        "deepnet_fairseq.fairseq_train_compat"]
     assert "--cpu" in cmd and option(cmd, "--distributed-backend") == "gloo"
-    assert option(cmd, "--ddp-backend") == "legacy_ddp" and option(cmd, "--distributed-world-size") == "3"
+    assert option(cmd, "--ddp-backend") == "legacy_ddp"
+    assert option(cmd, "--distributed-world-size") == "3"
     assert "--fp16" not in cmd and "--bf16" not in cmd  # fp32 on CPU by default
     assert layout.tokens_per_update >= cfg.int("TOKENS_PER_UPDATE")
 
@@ -207,6 +209,7 @@ def test_work_is_read_only_with_its_prefix():
     ({"ADAM_BETAS": "0.9,0.98"}, r"as \(0.9, 0.98\)"),
     ({"MODEL": "huge"}, "no configs/model/huge.sh"),
     ({"SIZE": "tiny"}, "no configs/tiny.sh"),
+    ({"SIZE": "../smoke"}, "expected full, or the name of a configs/<SIZE>.sh"),
 ])
 def test_typos_and_bad_values_are_reported(env, message):
     with pytest.raises(SettingError, match=message):
@@ -349,3 +352,19 @@ def test_output_is_logged_live_and_a_signal_is_passed_on(tmp_path):
         assert open(path).read() == "first\ngot SIGTERM\n"
     # our own handler is restored afterwards
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_a_truncated_checkpoint_last_is_replaced_by_the_newest_complete_one(tmp_path):
+    import torch
+
+    for updates in (3, 6):
+        torch.save({"updates": updates}, tmp_path / f"checkpoint_1_{updates}.pt")
+    whole = (tmp_path / "checkpoint_1_6.pt").read_bytes()
+    (tmp_path / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])  # copy cut short
+    assert "replaced by checkpoint_1_6.pt" in runner.repair_last_checkpoint(str(tmp_path))
+    assert torch.load(tmp_path / "checkpoint_last.pt") == {"updates": 6}
+    assert runner.repair_last_checkpoint(str(tmp_path)) is None  # complete: left alone
+    (tmp_path / "checkpoint_1_6.pt").write_bytes(whole[:100])    # newest one broken too
+    (tmp_path / "checkpoint_last.pt").write_bytes(whole[:100])
+    runner.repair_last_checkpoint(str(tmp_path))
+    assert torch.load(tmp_path / "checkpoint_last.pt") == {"updates": 3}

@@ -30,7 +30,7 @@ import math
 import os
 import shlex
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional
 
 from .devices import count_gpus

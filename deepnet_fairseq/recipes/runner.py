@@ -12,23 +12,26 @@ A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
 * exit status: 0 ok, 3 diverged, 1 failed, 128 + signal number when interrupted.
 
 The next launch of a run that is not ok or diverged resumes from ``checkpoint_last.pt``
-(fairseq's default ``--restore-file``); ``RETRY=1`` trains a finished run again.
+(fairseq's default ``--restore-file``; a copy truncated by the interruption is first replaced
+by the newest complete update checkpoint); ``RETRY=1`` trains a finished run again.
 """
 
 import datetime
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import zipfile
 from dataclasses import asdict
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from . import runlog, write_atomically, write_json
-from .launch import (Layout, evaluate_command, method_args, paths, plan_layout, task_args,
+from .launch import (evaluate_command, method_args, paths, plan_layout, task_args,
                      train_command)
 from .settings import PREFIX, SETTINGS, SettingError, Settings, run_name
 from .workdir import make_dirs
@@ -122,6 +125,32 @@ def _next_attempt(attempts: str, suffix: str) -> int:
     return max(numbers, default=0) + 1
 
 
+def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
+    """Replace a truncated checkpoint_last.pt by the newest complete update checkpoint.
+
+    fairseq 0.12 writes its first checkpoint file atomically but makes checkpoint_last.pt as a
+    plain copy of it, so a signal during that copy leaves a truncated file and every later
+    resume fails. torch.save files are zip archives, whose directory is at the end: a file
+    that zipfile cannot open is incomplete. Returns a message when something was done.
+    """
+    last = os.path.join(checkpoints, "checkpoint_last.pt")
+    if not os.path.isfile(last) or zipfile.is_zipfile(last):
+        return None
+    updates = []
+    for name in os.listdir(checkpoints):
+        parts = name[:-len(".pt")].split("_") if name.endswith(".pt") else []
+        if len(parts) == 3 and parts[0] == "checkpoint" and parts[2].isdigit():
+            updates.append((int(parts[2]), name))
+    for _, name in sorted(updates, reverse=True):
+        if zipfile.is_zipfile(os.path.join(checkpoints, name)):
+            shutil.copyfile(os.path.join(checkpoints, name), last + ".tmp")
+            os.replace(last + ".tmp", last)
+            return f"checkpoint_last.pt was incomplete (interrupted copy); replaced by {name}"
+    os.replace(last, last + ".incomplete")
+    return ("checkpoint_last.pt was incomplete and no complete update checkpoint exists: moved "
+            "to checkpoint_last.pt.incomplete, training starts again from update 0")
+
+
 def _vocab_size(bin_dir: str) -> int:
     dicts = sorted(name for name in os.listdir(bin_dir) if name.startswith("dict.")
                    and name.endswith(".txt"))
@@ -168,6 +197,9 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
+        repaired = repair_last_checkpoint(os.path.join(run_dir, "checkpoints"))
+        if repaired:
+            log(cfg, "train", f"{name}: {repaired}")
         write_json(os.path.join(run_dir, "config.json"),
                    {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
                     "layout": {**asdict(layout), "world": layout.world}, "command": command})

@@ -262,7 +262,8 @@ def unknown_names(env: Mapping[str, str]) -> List[str]:
             bare = name[len(PREFIX):]
             if bare not in SETTINGS:
                 problems.append(f"{name} is not a recipe setting{_suggest(bare)}")
-        elif (name not in SETTINGS and name not in NOT_SETTINGS and re.fullmatch(r"[A-Z][A-Z0-9_]*", name)
+        elif (name not in SETTINGS and name not in NOT_SETTINGS
+              and re.fullmatch(r"[A-Z][A-Z0-9_]*", name)
               and difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.8)):
             problems.append(f"{name}={env[name]} is not a recipe setting{_suggest(name)}; "
                             f"rename it, or run without it (env -u {name} ...) if it is "
@@ -315,6 +316,8 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
             cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
 
     size = cfg["SIZE"]
+    if not re.fullmatch(r"[a-z0-9_-]+", size):
+        raise SettingError(f"SIZE={size!r}: expected full, or the name of a configs/<SIZE>.sh")
     files = [] if size == "full" else [f"configs/{size}.sh"]
     if files and not os.path.isfile(os.path.join(repo, files[0])):
         raise SettingError(f"SIZE={size}: no {files[0]} in {repo} (SIZE is full, or the name of "
@@ -330,8 +333,8 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
         load(relative)
     model = f"configs/model/{cfg['MODEL']}.sh"
     if not os.path.isfile(os.path.join(repo, model)):
-        raise SettingError(f"MODEL={cfg['MODEL']}: no {model} (one of "
-                           f"{', '.join(sorted(os.listdir(os.path.join(repo, 'configs', 'model'))))})")
+        widths = sorted(os.listdir(os.path.join(repo, "configs", "model")))
+        raise SettingError(f"MODEL={cfg['MODEL']}: no {model} (one of {', '.join(widths)})")
     load(model)
     load(f"configs/machine/{cfg['DEVICE']}.sh")
     for name in SETTINGS:
@@ -347,7 +350,7 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
             cfg.set(name, value, f"derived: {why}")
 
     if env.get("SLURM_JOB_ID") and env.get("SLURM_NNODES"):
-        derive("NNODES", env["SLURM_NNODES"], "SLURM_NNODES, inside SLURM job " + env["SLURM_JOB_ID"])
+        derive("NNODES", env["SLURM_NNODES"], f"SLURM_NNODES, in SLURM job {env['SLURM_JOB_ID']}")
     derive("NNODES", "1", "one node")
 
     suffix = "" if cfg["SIZE"] == "full" else f"-{cfg['SIZE']}"
