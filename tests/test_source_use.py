@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import build, sample_batch
-from deepnet_fairseq.diagnostics.source_use import main, measure
+from deepnet_fairseq.diagnostics.source_use import distinct_greedy, main, measure
 
 TINY = ("--encoder-layers", 2, "--decoder-layers", 2, "--share-all-embeddings")
 
@@ -67,6 +67,8 @@ def test_a_decoder_blind_to_its_source_has_zero_gain(toy_data):
     blind = measure(model, batch, pad)
     assert blind["source_gain"] == pytest.approx(0.0, abs=1e-6)
     assert blind["share.cross"] == 0.0
+    # and it writes one and the same greedy translation for all 8 sources
+    assert distinct_greedy(model, task, batch) == 1
 
 
 def test_cli_rejects_missing_checkpoints(toy_data, capsys):

@@ -14,6 +14,10 @@ mode (no dropout), for each checkpoint given:
     (self-attention, cross-attention or FFN, after dropout) and ``s`` the layer's own
     ``residual_connection`` (``x + b`` for Post-LN and Pre-LN, ``alpha * x + b`` for DeepNet).
     A small cross-attention share means the source barely moves the decoder's hidden state.
+``distinct``
+    how many different greedy translations the batch's sources get (fairseq's
+    SequenceGenerator, beam 1, at most 1.2 x source + 10 tokens): a model that ignores its
+    source writes the same few sentences for every input.
 
 Works for any model whose decoder layers are fairseq ``TransformerDecoderLayerBase`` (Post-LN,
 Pre-LN, DeepNet and the methods built on fairseq's layers): the measurement wraps the
@@ -96,6 +100,18 @@ def measure(model, batch, pad: int) -> Dict[str, float]:
     return result
 
 
+@torch.no_grad()
+def distinct_greedy(model, task, batch) -> int:
+    """Number of different greedy translations of the batch's sources."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    model.eval()
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=1,
+                                  max_len_a=1.2, max_len_b=10)
+    hypotheses = generator.generate([model], batch)
+    return len({tuple(best[0]["tokens"].tolist()) for best in hypotheses})
+
+
 def load(path: str, data: str):
     """Model, task and update number of a fairseq checkpoint (the plugin must be imported)."""
     from fairseq import checkpoint_utils
@@ -112,7 +128,8 @@ def main(argv=None) -> int:
         prog="deepnet-source-use", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Columns: update, nll_true, nll_shuffled, source_gain (bits/token), "
-               "share.{self,cross,ffn} (mean over decoder layers) and per layer.")
+               "share.{self,cross,ffn} (mean over decoder layers) and per layer, "
+               "distinct (different greedy translations of the --sentences sources).")
     parser.add_argument("data", help="fairseq binarised data directory (fairseq-preprocess output)")
     parser.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint files")
     parser.add_argument("--subset", default="valid", help="held-out split (default: valid)")
@@ -131,17 +148,18 @@ def main(argv=None) -> int:
 
     rows, batch = [], None
     print(f"{'update':>7} {'nll':>7} {'nll_shuf':>8} {'gain':>6} {'self':>6} {'cross':>6} "
-          f"{'ffn':>6}  checkpoint")
+          f"{'ffn':>6} {'distinct':>8}  checkpoint")
     for path in args.checkpoints:
         model, task, update = load(path, args.data)
         if batch is None:
             batch = held_out_batch(task, args.subset, args.sentences)
         row = {"checkpoint": path, "update": update,
+               "distinct": distinct_greedy(model, task, batch),
                **measure(model, batch, task.target_dictionary.pad())}
         rows.append(row)
         print(f"{update:>7} {row['nll_true']:7.3f} {row['nll_shuffled']:8.3f} "
               f"{row['source_gain']:6.3f} {row['share.self']:6.3f} {row['share.cross']:6.3f} "
-              f"{row['share.ffn']:6.3f}  {path}", flush=True)
+              f"{row['share.ffn']:6.3f} {row['distinct']:>8}  {path}", flush=True)
     if args.out:
         fields = list(dict.fromkeys(key for row in rows for key in row))
         write_csv(args.out, rows, fields, ".5f")
