@@ -3,22 +3,51 @@
     deepnet-average-checkpoints --inputs CKPT_DIR --num-update-checkpoints 5 --output avg.pt
     deepnet-average-checkpoints --inputs a.pt b.pt c.pt --output avg.pt
 
-Checkpoints are read with torch's weights-only unpickler (``checkpoint_compat`` allowlists what
-fairseq checkpoints hold). The output keeps everything of the newest input but ``model``, whose
-floating-point tensors are averaged in float64 and cast back; it is written to a temporary file
-and renamed, so an interrupted run never leaves a partial checkpoint behind.
+**What the output holds.** The model only: ``model`` (the mean of the inputs' models), and
+what fairseq's ``checkpoint_utils.load_checkpoint_to_cpu`` / ``load_model_ensemble`` (so
+``fairseq-generate --path``) need to rebuild and load it, taken from the newest input: ``cfg``
+and ``args`` (how to build the model and task), ``task_state``, one minimal
+``optimizer_history`` entry (criterion and optimizer names, scheduler state, ``num_updates``:
+no optimizer state) and ``extra_state`` with the ``train_iterator`` position fairseq's
+checkpoint upgrade looks for and the names of the averaged files. No ``last_optimizer_state``
+(Adam's two moments: twice the model), no EMA copy, no training metrics: the file is about the
+size of the model, and it is not meant to resume training from.
+
+**Memory.** Inputs are read one at a time, memory-mapped (``torch.load(mmap=True)``) with
+torch's weights-only unpickler (``checkpoint_compat`` allowlists what fairseq checkpoints
+hold): only the pages of the model tensors are read, never the optimizer state, and they are
+released before the next file is opened. The running sum is one float32 copy of the model
+(tensors that share memory, such as tied embeddings, are summed once and stay shared in the
+output). Peak memory is therefore about the float32 accumulator plus the one model being
+added, instead of two whole checkpoints (optimizer state included) plus a float64 sum
+(``benchmarks/average_memory.py`` measures both).
+
+**Precision.** Floating-point tensors are summed in float32, divided once by the count, and
+cast to their stored dtype. Summing K values one after another has an error of at most
+(K - 1) * u * sum(|x_i|), u = 2**-24 for float32 (Higham, *Accuracy and Stability of
+Numerical Algorithms*, 4.2): for the 5 to 10 checkpoints one averages, below 6e-7 of the
+weights' magnitude. That is a thirtieth of the rounding step of fp16 (2**-11) and bf16 (2**-8)
+weights, so the mean cast back to those dtypes is the float64 mean's rounding or, in rare ties,
+its neighbour; for fp32 weights it is a few float32 ulps, the size of the differences between
+two runs of the same model on different hardware. A float64 sum would change nothing that
+matters and double the accumulator. Non-floating-point tensors (step counters, integer
+buffers) are copied from the newest checkpoint, not averaged.
+
+The output is written to a temporary file and renamed, so an interrupted run never leaves a
+partial checkpoint behind.
 """
 
 import argparse
 import os
 import re
 import sys
-import tempfile
+import zipfile
 from typing import Dict, List
 
 import torch
 
 from . import checkpoint_compat  # noqa: F401  (allowlists argparse.Namespace for torch.load)
+from .recipes import atomic_open
 
 _PATTERNS = {
     "epoch": re.compile(r"^checkpoint(\d+)\.pt$"),
@@ -43,42 +72,83 @@ def last_checkpoints(directory: str, count: int, kind: str) -> List[str]:
     return [path for _, path in sorted(numbered)[-count:]]
 
 
+def load_lazily(path: str) -> Dict:
+    """A checkpoint read weights-only, its tensors memory-mapped (read from disk when used).
+    Files in torch's legacy (non-zip) format cannot be mapped and are read whole."""
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+
+
+def model_only(newest: Dict, model: Dict, paths: List[str]) -> Dict:
+    """What fairseq needs to load ``model`` for generation, from the newest checkpoint."""
+    history = (newest.get("optimizer_history") or [{}])[-1]
+    extra = newest.get("extra_state") or {}
+    return {
+        "args": newest.get("args"),
+        "cfg": newest.get("cfg"),
+        "model": model,
+        "optimizer_history": [{key: history[key] for key in (
+            "criterion_name", "optimizer_name", "lr_scheduler_state", "num_updates")
+            if key in history}],
+        "task_state": newest.get("task_state") or {},
+        "extra_state": {"train_iterator": extra.get("train_iterator", {"epoch": 0}),
+                        "averaged_checkpoints": [os.path.basename(p) for p in paths]},
+    }
+
+
+def tied(model: Dict) -> Dict[str, str]:
+    """Names whose tensor is the same memory as an earlier name's (tied embeddings, e.g.
+    ``--share-all-embeddings``): name -> that earlier name. They are summed once."""
+    first: Dict[tuple, str] = {}
+    aliases: Dict[str, str] = {}
+    for name, tensor in model.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(),
+               tuple(tensor.shape), tensor.stride(), tensor.dtype)
+        if tensor.numel() and key in first:
+            aliases[name] = first[key]
+        first.setdefault(key, name)
+    return aliases
+
+
 def average(paths: List[str]) -> Dict:
-    """The newest checkpoint's state with ``model`` replaced by the mean of all models."""
+    """A model-only checkpoint (``model_only``) whose model is the mean of the inputs'."""
     if not paths:
         raise ValueError("no checkpoints to average")
     sums: Dict[str, torch.Tensor] = {}
-    state = None
+    dtypes: Dict[str, torch.dtype] = {}
+    names, aliases = None, {}
     for path in paths:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load_lazily(path)
         model = state["model"]
-        if sums and set(model) != set(sums):
+        if names is None:
+            names, aliases = set(model), tied(model)
+        elif set(model) != names:
             raise ValueError(f"{path} has different parameters from {paths[0]}: not one model")
         for name, tensor in model.items():
-            if tensor.is_floating_point():
-                sums[name] = sums.get(name, 0) + tensor.double()
-            else:  # integer buffers (e.g. version counters) are copied, not averaged
-                sums[name] = tensor
-    state["model"] = {
-        name: (total / len(paths)).to(state["model"][name].dtype)
-        if state["model"][name].is_floating_point()
-        else total
-        for name, total in sums.items()
-    }
-    return state
+            if name in aliases:
+                continue
+            if name in sums and tensor.shape != sums[name].shape:
+                raise ValueError(f"{path}: {name} has shape {tuple(tensor.shape)}, "
+                                 f"{tuple(sums[name].shape)} in {paths[0]}: not one model")
+            if not tensor.is_floating_point():  # counters, integer buffers: the newest's
+                sums[name] = tensor.clone()
+            elif name in sums:
+                sums[name].add_(tensor)  # read from the mapped file, added in float32
+            else:
+                sums[name] = tensor.to(torch.float32, copy=True)
+            dtypes[name] = tensor.dtype
+        if path != paths[-1]:
+            del state, model  # unmap this file before the next is opened
+    for name, total in sums.items():
+        if total.is_floating_point():
+            sums[name] = total.div_(len(paths)).to(dtypes[name])
+    averaged = {name: sums[aliases.get(name, name)] for name in model}  # the inputs' order
+    return model_only(state, averaged, paths)
 
 
 def save_atomically(state: Dict, output: str) -> None:
-    directory = os.path.dirname(os.path.abspath(output))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".avg-", suffix=".pt")
-    os.close(handle)
-    try:
-        torch.save(state, tmp)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    """torch.save through a temporary file renamed into place, readable as the umask says."""
+    with atomic_open(output, "wb") as out:
+        torch.save(state, out)
 
 
 def cli_main(argv=None) -> None:
