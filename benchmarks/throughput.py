@@ -16,6 +16,7 @@ torch, fairseq, the model), printed for deepnet_transformer; their sum is what t
     python benchmarks/throughput.py                              # tiny width, 6..100 layers
     python benchmarks/throughput.py --depths 500 --only-memory --checkpoint both
     python benchmarks/throughput.py --max-depth --budget-gb 24   # largest depth in 24 GB
+    python benchmarks/throughput.py --depths 18 --json rows.json # the table's rows as JSON too
 """
 
 import argparse
@@ -36,6 +37,7 @@ sys.path.insert(0, REPO)
 
 from deepnet_fairseq.diagnostics.common import (  # noqa: E402
     positive_ints, reverse_copy_batch, tiny_width_args, write_dictionary)
+from deepnet_fairseq.recipes import write_json  # noqa: E402
 
 ARCHS = ("transformer", "deepnet_transformer")  # fairseq's Post-LN, then ours
 
@@ -159,6 +161,9 @@ def get_parser():
     parser.add_argument("--budget-gb", type=float, default=24.0, help="memory budget (24)")
     parser.add_argument("--limit-depth", type=int, default=1000,
                         help="stop the --max-depth search at this depth per side (1000)")
+    parser.add_argument("--json", metavar="PATH",
+                        help="also write the table's rows to PATH as JSON (tokens/s and step "
+                             "peak GB per arch, None where a measurement failed)")
     parser.add_argument("--data-dir", help=argparse.SUPPRESS)
     parser.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
     return parser
@@ -203,9 +208,11 @@ def main(argv=None) -> None:
             header += f"{'fairseq tok/s':>13} {'deepnet tok/s':>13} {'overhead':>8} "
         header += f"{'fairseq GB':>10} {'deepnet GB':>10} {'resident GB':>11}"
         print(header, flush=True)
+        rows = []
         for layers in args.depths:
             for checkpoint in settings:
                 line = f"{f'{layers}L-{layers}L':>9} {'on' if checkpoint else 'off':>4} "
+                tps = None
                 if not args.only_memory:
                     tps = throughput(data_dir, layers, checkpoint, args)
                     overhead = 1 - tps["deepnet_transformer"] / tps["transformer"]
@@ -215,6 +222,15 @@ def main(argv=None) -> None:
                 line += " ".join(f"{'failed' if r is None else f'{r[0]:.3f}':>10}" for r in results)
                 line += f" {'' if results[1] is None else f'{results[1][1]:.3f}':>11}"
                 print(line, flush=True)
+                rows.append({"layers": layers, "checkpoint_activations": checkpoint,
+                             "tokens_per_s": tps,
+                             "step_peak_gb": {arch: None if r is None else r[0]
+                                              for arch, r in zip(ARCHS, results)},
+                             "resident_gb": None if results[1] is None else results[1][1]})
+    if args.json:
+        write_json(args.json, {"device": args.device, "width": args.width,
+                               "sentences": args.sentences, "length": args.length,
+                               "rounds": args.rounds, "rows": rows})
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -1,0 +1,660 @@
+"""GPU check: DeepNet trained, decoded and benchmarked on one GPU, with one report.
+
+    bash benchmarks/gpu_check.sh                      # one GPU: 20-40 min (estimated, not measured)
+    bash benchmarks/gpu_check.sh --device cpu --tiny  # the chain at toy size: 2 min on 2 CPU cores
+
+What it runs, in OUT (default runs/gpu-check-DEVICE[-tiny]):
+
+1. data: Multi30k en-de as shipped (deepnet_fairseq/corpora) -> joint sentencepiece
+   (python -m deepnet_fairseq.spm) -> fairseq-preprocess, in OUT/data;
+2. train-PRECISION-DEPTHL: fairseq-train --arch deepnet_transformer at base width
+   (512/2048/8 heads) for each precision (--fp16, --bf16) and depth (18L-18L; 100L-100L with
+   --checkpoint-activations), --updates updates (Adam, inverse_sqrt, label smoothing 0.1,
+   dropout 0.1: a check, not a tuned recipe) on GPU 0 alone, every update logged (bf16 through
+   deepnet_fairseq.fairseq_train_compat: fairseq-train's own main, without its switch of
+   --bf16 to a TPU, as the recipes launch it). It passes when fairseq-train exits 0 at the
+   requested update, every logged loss is finite, the mean loss of the last 10 logged updates
+   (a quarter of them when fewer than 40) is at least --min-loss-drop (a fraction) below that
+   of the first 10, the run classifies as ok (deepnet_fairseq.recipes.runlog) and, in fp16,
+   there is no overflow cascade;
+3. generate-fp16-DEPTHL: fairseq-generate --fp16 (beam 5) of test_2016_flickr with each fp16
+   model, scored with sacreBLEU; it passes when every test sentence is translated and the BLEU
+   is a number (the BLEU of a few hundred updates is reported, not judged);
+4. throughput-DEPTHL: benchmarks/throughput.py at the same shape: deepnet_transformer against
+   fairseq's Post-LN transformer, in fp16, alternating in one process (tokens/s and step peak
+   memory of each, and their ratios); it passes when both models were measured. At 100L-100L
+   it holds two models with their Adam state in one process: about 30 GB of GPU memory.
+
+Overflow cascade (fp16): fairseq stopped because the loss scale reached --min-loss-scale
+("Minimum loss scale reached"), or OVERFLOW_RUN (--overflow-run, default 5) or more gradient
+overflows came in a row with no completed update between them (each one halves the loss scale
+and skips the update). Isolated overflows, as when the scale settles in the first updates, are
+counted in the report and pass. bf16 has no loss scaling, hence no overflow check.
+
+Figures taken from fairseq's log: loss at start and end, overflows, the last loss scale, words
+per second (median over the updates after the first 10) and, on CUDA, peak memory (the GPU's
+total memory minus the smallest gb_free fairseq logs; gb_free is total minus
+torch.cuda.max_memory_allocated since the previous update).
+
+On CPU (--device cpu), fp16 training and fp16 decoding are not run and appear in the report as
+"not run on CPU: ..." entries: fairseq 0.12's fp16 loss scaler skips an overflowed update
+through a CUDA-only path (it calls .cuda()), so a CPU run cannot test what the check is for.
+bf16 training, decoding (in fp32), scoring and the benchmark run on CPU, one thread per
+process unless OMP_NUM_THREADS is set; --tiny (64-wide, 2L-2L and 4L-4L, 20 updates, 3,000
+training pairs) is for checking the chain and the report there.
+
+Each check is independent: one that fails is reported and the others still run. A re-run with
+the same settings reuses every check that passed (OUT/cases/NAME/result.json) and runs the
+others again. Files are written under a temporary name and renamed; nothing outside OUT is
+written, and nothing the check did not create is deleted.
+
+Output: OUT/report.json and OUT/report.md (device, versions, command, date, per-check result
+with figures, verdict). Exit status: 0 when no check failed (verdict "pass", or "incomplete"
+when some checks were not run on this device), 1 when one failed, 2 on bad arguments or when
+--device cuda finds no GPU.
+"""
+
+import argparse
+import datetime
+import gzip
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+import deepnet_fairseq  # noqa: E402
+from deepnet_fairseq import spm  # noqa: E402
+from deepnet_fairseq.corpora import multi30k_dir  # noqa: E402
+from deepnet_fairseq.diagnostics.common import positive_ints, tiny_width_args  # noqa: E402
+from deepnet_fairseq.recipes import runlog, write_atomically, write_json  # noqa: E402
+from deepnet_fairseq.recipes.score import hypotheses  # noqa: E402
+from deepnet_fairseq.recipes.workdir import fresh, make_dirs, publish, remove_tree  # noqa: E402
+
+BASE_WIDTH = ["--encoder-embed-dim", "512", "--encoder-ffn-embed-dim", "2048",
+              "--encoder-attention-heads", "8", "--decoder-attention-heads", "8"]
+PRECISIONS = ("fp16", "bf16")
+SPLITS = (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr"))  # ours, Multi30k's
+# Defaults per size; every value is a starting point chosen for a few-hundred-update check, not
+# a tuned setting. lines: sentence pairs kept per split (0: all).
+PRESETS = {
+    "base": dict(updates=300, depths=[18, 100], checkpoint_depth=50, max_tokens=4096, lr=5e-4,
+                 warmup=100, vocab=8000, lines={"train": 0, "valid": 0, "test": 0},
+                 bench=["--width", "base"]),
+    "tiny": dict(updates=20, depths=[2, 4], checkpoint_depth=4, max_tokens=512, lr=2e-3,
+                 warmup=5, vocab=1000, lines={"train": 3000, "valid": 100, "test": 100},
+                 bench=["--width", "tiny", "--sentences", "4", "--length", "6", "--rounds", "2"]),
+}
+CPU_NO_FP16 = ("not run on CPU: fairseq 0.12's fp16 loss scaler handles an overflow through a "
+               "CUDA-only path, so fp16 is checked on a GPU only")
+WINDOW = 10  # logged updates averaged at the start and at the end of training
+
+
+# ------------------------------------------------------------------ arguments
+
+
+def _checked(convert, accept, what: str):
+    """argparse type: CONVERT the text, refused unless ACCEPT(value) (NaN never is)."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+    return parse
+
+
+_positive_int = _checked(int, lambda v: v > 0, "a positive integer")
+_positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number")
+_fraction = _checked(float, lambda v: 0 <= v < 1, "a fraction in [0, 1)")
+
+
+def _precisions(value: str) -> List[str]:
+    names = [v for v in value.replace(",", " ").split() if v]
+    bad = [v for v in names if v not in PRECISIONS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated subset of {','.join(PRECISIONS)}, got {value!r}")
+    return list(dict.fromkeys(names))
+
+
+def get_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bash benchmarks/gpu_check.sh", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                        help="where to run (cuda); cuda without a visible GPU exits 2")
+    parser.add_argument("--tiny", action="store_true",
+                        help="toy size (64-wide, 2L/4L, 20 updates): checks the chain quickly")
+    parser.add_argument("--out", help="output folder (runs/gpu-check-DEVICE[-tiny])")
+    parser.add_argument("--updates", type=_positive_int, help="updates per training (300)")
+    parser.add_argument("--depths", type=positive_ints, help="layers per side (18,100)")
+    parser.add_argument("--checkpoint-depth", type=_positive_int,
+                        help="depths from this one on train with --checkpoint-activations (50)")
+    parser.add_argument("--precisions", type=_precisions, default=list(PRECISIONS),
+                        help="training precisions (fp16,bf16)")
+    parser.add_argument("--max-tokens", type=_positive_int, help="tokens per batch (4096)")
+    parser.add_argument("--lr", type=_positive_float, help="peak learning rate (5e-4)")
+    parser.add_argument("--warmup", type=_positive_int, help="warmup updates (100)")
+    parser.add_argument("--min-loss-drop", type=_fraction, default=0.1,
+                        help="the end loss must be this fraction below the start loss (0.1)")
+    parser.add_argument("--overflow-run", type=_positive_int, default=5,
+                        help="this many fp16 overflows in a row are a cascade (5)")
+    return parser
+
+
+def parse_args(argv=None, cuda_available=None) -> argparse.Namespace:
+    parser = get_parser()
+    args = parser.parse_args(argv)
+    if args.device == "cuda":
+        if cuda_available is None:
+            import torch
+            cuda_available = torch.cuda.is_available()
+        if not cuda_available:
+            parser.error("--device cuda: no CUDA GPU is visible to torch (check "
+                         "CUDA_VISIBLE_DEVICES and the driver); on a machine without one run "
+                         "--device cpu --tiny")
+    args.size = "tiny" if args.tiny else "base"
+    for name, value in PRESETS[args.size].items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    if args.out is None:
+        args.out = os.path.join("runs", f"gpu-check-{args.device}{'-tiny' if args.tiny else ''}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"--out {args.out} exists and is not a folder")
+    return args
+
+
+# ------------------------------------------------------------------ log parsing
+
+# "... | INFO | train_inner | epoch 001: ..." (fairseq-train), "INFO:train_inner:epoch 001: ..."
+# (fairseq_train_compat, where logging was configured before fairseq_cli.train set its format)
+_TRAIN_INNER = re.compile(r"\btrain_inner\b\W.*\bnum_updates=\d+")
+_FIELD = re.compile(r"\b(\w+)=([^,\s]+)")
+_OVERFLOW = re.compile(r"gradient overflow detected.*?loss scale to: (\S+)")
+_MIN_SCALE = re.compile(r"Minimum loss scale reached")
+_TOTAL_MEMORY = re.compile(r"total memory = ([0-9.]+) GB ; name = (.*\S)")
+_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences .*?\(([0-9.]+) sentences/s")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def parse_train_log(text: str) -> Dict:
+    """fairseq-train's log (--log-format simple --log-interval 1): one entry per completed update
+    (its train_inner fields as numbers), the overflows and the longest run of them with no
+    completed update between, whether the minimum loss scale was reached, the GPU's memory."""
+    updates, overflows, scales, run, longest = [], 0, [], 0, 0
+    total_gb = gpu = None
+    for line in text.splitlines():
+        if _TRAIN_INNER.search(line):
+            fields = line.split("train_inner", 1)[1]
+            updates.append({k: _number(v) for k, v in _FIELD.findall(fields)})
+            run = 0
+        elif _OVERFLOW.search(line):
+            overflows += 1
+            scales.append(_number(_OVERFLOW.search(line).group(1)))
+            run += 1
+            longest = max(longest, run)
+        elif _TOTAL_MEMORY.search(line) and total_gb is None:
+            match = _TOTAL_MEMORY.search(line)
+            total_gb, gpu = float(match.group(1)), match.group(2)
+    return {"updates": updates, "overflows": overflows, "overflow_scales": scales,
+            "longest_overflow_run": longest, "min_scale_reached": bool(_MIN_SCALE.search(text)),
+            "total_memory_gb": total_gb, "gpu": gpu}
+
+
+def overflow_cascade(parsed: Dict, overflow_run: int) -> Optional[str]:
+    """Why the fp16 run had an overflow cascade (see the module's help), or None."""
+    if parsed["min_scale_reached"]:
+        return "the loss scale reached --min-loss-scale and fairseq stopped"
+    if parsed["longest_overflow_run"] >= overflow_run:
+        return (f"{parsed['longest_overflow_run']} gradient overflows in a row "
+                f"(a cascade is {overflow_run} or more)")
+    return None
+
+
+def judge_training(parsed: Dict, status: Dict, exit_code: int, precision: str, updates: int,
+                   min_loss_drop: float, overflow_run: int) -> Dict:
+    """pass/fail of one training and its figures, from parse_train_log and runlog.classify."""
+    logged = parsed["updates"]
+    losses = [u.get("loss", math.nan) for u in logged]
+    done = int(max((u.get("num_updates", 0) for u in logged), default=0))
+    window = min(WINDOW, max(1, len(losses) // 4))
+    start = statistics.fmean(losses[:window]) if losses else None
+    end = statistics.fmean(losses[-window:]) if losses else None
+    wps = [u["wps"] for u in logged[WINDOW:] if "wps" in u] or [u["wps"] for u in logged
+                                                                  if "wps" in u]
+    free = [u["gb_free"] for u in logged if "gb_free" in u]
+    scales = [u["loss_scale"] for u in logged if "loss_scale" in u]
+    figures = {
+        "updates": done, "loss_start": start, "loss_end": end,
+        "loss_drop": None if not losses or not start else 1 - end / start,
+        "last_valid_loss": status.get("last_valid_loss"),
+        "words_per_s": statistics.median(wps) if wps else None,
+        "peak_gb": (parsed["total_memory_gb"] - min(free)
+                    if free and parsed["total_memory_gb"] is not None else None),
+    }
+    if precision == "fp16":
+        figures.update(overflows=parsed["overflows"],
+                       longest_overflow_run=parsed["longest_overflow_run"],
+                       loss_scale=scales[-1] if scales else None)
+    reasons = []
+    if exit_code != 0 or status["status"] != "ok":
+        reasons.append(f"fairseq-train exited {exit_code}, run {status['status']}"
+                       + (f": {status['reason']}" if status.get("reason") else ""))
+    if not losses:
+        reasons.append("no training loss was logged")
+    elif not all(math.isfinite(x) for x in losses):
+        reasons.append("a logged training loss is not finite")
+    elif not end <= start * (1 - min_loss_drop):
+        reasons.append(f"the loss did not go down: {start:.3f} at the start, {end:.3f} at the "
+                       f"end (needs {min_loss_drop:.0%} lower)")
+    if done < updates:
+        reasons.append(f"stopped at update {done} of {updates}")
+    if precision == "fp16":
+        cascade = overflow_cascade(parsed, overflow_run)
+        if cascade:
+            reasons.append(f"overflow cascade: {cascade}")
+    return {"status": "fail" if reasons else "pass", "reason": "; ".join(reasons),
+            "figures": figures}
+
+
+def judge_generation(exit_code: int, output: str, hyps: List[str], refs: List[str]) -> Dict:
+    """pass/fail of one fairseq-generate run: every sentence translated, sacreBLEU scored."""
+    import sacrebleu
+
+    figures = {"sentences": len(hyps), "references": len(refs),
+               "empty": sum(1 for h in hyps if not h.strip()), "bleu": None,
+               "sentences_per_s": None}
+    match = _TRANSLATED.search(output)
+    if match:
+        figures["sentences_per_s"] = float(match.group(2))
+    if exit_code != 0:
+        error = [line for line in output.splitlines() if "Error" in line]
+        return {"status": "fail", "figures": figures,
+                "reason": f"fairseq-generate exited {exit_code}"
+                          + (f": {error[-1].strip()[:300]}" if error else "")}
+    if len(hyps) != len(refs):
+        return {"status": "fail", "figures": figures,
+                "reason": f"{len(hyps)} of {len(refs)} test sentences were translated"}
+    figures["bleu"] = sacrebleu.corpus_bleu(hyps, [refs]).score
+    return {"status": "pass", "reason": "", "figures": figures}
+
+
+def judge_throughput(exit_code: int, rows: Optional[Dict]) -> Dict:
+    row = (rows or {}).get("rows", [None])[0]
+    if exit_code != 0 or not row or not row.get("tokens_per_s") or None in (
+            row["step_peak_gb"].values()):
+        return {"status": "fail", "figures": {},
+                "reason": f"benchmarks/throughput.py exited {exit_code} without measuring "
+                          "both models (see its log)"}
+    tps, peak = row["tokens_per_s"], row["step_peak_gb"]
+    fairseq, deepnet = "transformer", "deepnet_transformer"
+    return {"status": "pass", "reason": "", "figures": {
+        "fairseq_tokens_per_s": tps[fairseq], "deepnet_tokens_per_s": tps[deepnet],
+        "throughput_ratio": tps[deepnet] / tps[fairseq],
+        "fairseq_step_peak_gb": peak[fairseq], "deepnet_step_peak_gb": peak[deepnet],
+        "memory_ratio": peak[deepnet] / peak[fairseq] if peak[fairseq] else None}}
+
+
+# ------------------------------------------------------------------ the checks
+
+
+def run_logged(cmd: List[str], log_path: str, device: str) -> int:
+    """Run CMD with its output going to LOG_PATH (written under a temporary name, renamed at
+    the end); the exit status, 127 when the program is missing. On CPU one thread per process
+    unless OMP_NUM_THREADS says otherwise: on a shared machine torch's threads wait for each
+    other and a tiny run takes 20 times longer (measured: 300 s instead of 14 s)."""
+    env = dict(os.environ)
+    if device == "cpu":
+        env.setdefault("OMP_NUM_THREADS", "1")
+    tmp = f"{log_path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as log:
+        log.write("$ " + shlex.join(cmd) + "\n")
+        log.flush()
+        try:
+            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        except FileNotFoundError as err:
+            log.write(f"{err}\n")
+            code = 127
+    os.replace(tmp, log_path)
+    return code
+
+
+def prepare_data(args, data: str) -> Dict:
+    """Multi30k en-de -> raw text -> sentencepiece -> fairseq binary (DATA/bin), each step
+    skipped when done with the same settings."""
+    spec = {"vocab": args.vocab, "lines": args.lines}
+    done = os.path.join(data, "prepared.json")
+    if os.path.exists(done):
+        with open(done, encoding="utf-8") as handle:
+            if json.load(handle) == spec:
+                return spec
+        raise ValueError(f"{data} holds data prepared with other settings; use another --out")
+    make_dirs(data)
+    source = multi30k_dir()
+    for ours, theirs in SPLITS:
+        for lang in ("en", "de"):
+            with gzip.open(os.path.join(source, f"{theirs}.{lang}.gz"), "rt",
+                           encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+            keep = args.lines[ours] or len(lines)
+            write_atomically(os.path.join(data, f"{ours}.{lang}"), "\n".join(lines[:keep]) + "\n")
+    model = os.path.join(data, "spm.model")
+    spm.train([os.path.join(data, f"train.{lang}") for lang in ("en", "de")],
+              os.path.join(data, "spm"), args.vocab)
+    pieces = fresh(os.path.join(data, "pieces.tmp"))
+    for ours, _ in SPLITS:
+        for lang in ("en", "de"):
+            with open(os.path.join(data, f"{ours}.{lang}"), encoding="utf-8") as src, \
+                    open(os.path.join(pieces, f"{ours}.{lang}"), "w", encoding="utf-8") as dst:
+                spm.encode(model, src, dst)
+    binary = fresh(os.path.join(data, "bin.tmp"))
+    prefixes = [f"--{name}pref" for name in ("train", "valid", "test")]
+    cmd = ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de",
+           "--joined-dictionary", "--destdir", binary, "--workers", "2"]
+    for flag, (ours, _) in zip(prefixes, SPLITS):
+        cmd += [flag, os.path.join(pieces, ours)]
+    code = run_logged(cmd, os.path.join(data, "preprocess.log"), args.device)
+    if code != 0:
+        raise RuntimeError(f"fairseq-preprocess exited {code}; see {data}/preprocess.log")
+    publish(binary, os.path.join(data, "bin"))
+    remove_tree(pieces)
+    write_json(done, spec)
+    return spec
+
+
+def train_command(args, data: str, case: str, precision: str, depth: int) -> List[str]:
+    width = tiny_width_args() if args.tiny else BASE_WIDTH
+    # fairseq-train turns --bf16 into --tpu; its cli_main with that switch lifted, as the recipes
+    program = ([sys.executable, "-m", "deepnet_fairseq.fairseq_train_compat"]
+               if precision == "bf16" else ["fairseq-train"])
+    cmd = [*program, os.path.join(data, "bin"), "--user-dir", deepnet_fairseq.USER_DIR,
+           "--arch", "deepnet_transformer", "--encoder-layers", str(depth),
+           "--decoder-layers", str(depth), *width, "--share-all-embeddings", "--dropout", "0.1",
+           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", str(args.lr),
+           "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup),
+           "--clip-norm", "0.0", "--criterion", "label_smoothed_cross_entropy",
+           "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens),
+           "--max-update", str(args.updates), "--seed", "1", "--log-format", "simple",
+           "--log-interval", "1", "--save-dir", os.path.join(case, "checkpoints"),
+           "--distributed-world-size", "1", f"--{precision}"]  # one GPU, whatever is visible
+    if args.device == "cpu":
+        cmd.append("--cpu")
+    if depth >= args.checkpoint_depth:
+        cmd.append("--checkpoint-activations")
+    # only the models that are decoded are saved (the model alone, no optimizer state)
+    decoded = precision == "fp16" or (args.device == "cpu" and precision == "bf16")
+    cmd += ["--no-epoch-checkpoints", "--no-save-optimizer-state"] if decoded else ["--no-save"]
+    return cmd
+
+
+def generate_command(args, data: str, checkpoint: str) -> List[str]:
+    cmd = ["fairseq-generate", os.path.join(data, "bin"), "--user-dir", deepnet_fairseq.USER_DIR,
+           "--path", checkpoint, "--gen-subset", "test", "--beam", "5", "--batch-size", "128",
+           # fairseq 0.12 drops a last batch whose size is not a multiple of 8 without this
+           "--required-batch-size-multiple", "1", "--max-len-a", "1.2", "--max-len-b", "10",
+           "--bpe", "sentencepiece", "--sentencepiece-model", os.path.join(data, "spm.model")]
+    return cmd + (["--cpu"] if args.device == "cpu" else ["--fp16"])
+
+
+def throughput_command(args, depth: int, rows: str) -> List[str]:
+    return [sys.executable, os.path.join(REPO, "benchmarks", "throughput.py"),
+            "--depths", str(depth), "--device", args.device, *args.bench, "--checkpoint",
+            "on" if depth >= args.checkpoint_depth else "off", "--json", rows]
+
+
+def vocab_size(data: str) -> int:
+    with open(os.path.join(data, "bin", "dict.en.txt"), encoding="utf-8") as handle:
+        return sum(1 for _ in handle) + 4  # fairseq's <s>, <pad>, </s>, <unk>
+
+
+class Checks:
+    """Runs the checks in order, each in OUT/cases/NAME, reusing those that passed before."""
+
+    def __init__(self, args):
+        self.args, self.out = args, make_dirs(args.out)
+        self.data = os.path.join(self.out, "data")
+        self.results: List[Dict] = []
+
+    def case_dir(self, name: str) -> str:
+        return make_dirs(os.path.join(self.out, "cases", name))
+
+    def record(self, name: str, kind: str, result: Dict, spec=None, seconds=None) -> Dict:
+        result = {"name": name, "kind": kind, "spec": spec, "seconds": seconds, **result}
+        if spec is not None:
+            write_json(os.path.join(self.case_dir(name), "result.json"), result)
+        self.results.append(result)
+        print(f"[gpu-check] {name}: {result['status']}"
+              + (f" ({result['reason']})" if result.get("reason") else ""), flush=True)
+        return result
+
+    def not_run(self, name: str, kind: str, why: str) -> Dict:
+        return self.record(name, kind, {"status": "not_run", "reason": why, "figures": {}})
+
+    def run(self, name: str, kind: str, spec: Dict, body) -> Dict:
+        """BODY(case_dir) -> result; reused when it passed before with the same SPEC; an
+        exception in BODY fails this check only."""
+        stored = os.path.join(self.out, "cases", name, "result.json")
+        if os.path.exists(stored):
+            with open(stored, encoding="utf-8") as handle:
+                before = json.load(handle)
+            if before.get("status") == "pass" and before.get("spec") == spec:
+                print(f"[gpu-check] {name}: passed before, reused", flush=True)
+                self.results.append({**before, "reused": True})
+                return before
+        print(f"[gpu-check] {name}: running", flush=True)
+        start = time.monotonic()
+        try:
+            result = body(self.case_dir(name))
+        except Exception as err:  # noqa: BLE001 - one failed check must not stop the others
+            result = {"status": "fail", "reason": f"{type(err).__name__}: {err}", "figures": {}}
+        return self.record(name, kind, result, spec, round(time.monotonic() - start, 1))
+
+    def train(self, precision: str, depth: int) -> Dict:
+        name = f"train-{precision}-{depth}L"
+        if self.args.device == "cpu" and precision == "fp16":
+            return self.not_run(name, "train", CPU_NO_FP16)
+
+        def body(case):
+            checkpoints = os.path.join(case, "checkpoints")
+            remove_tree(checkpoints)  # a stale attempt's checkpoint would be resumed
+            make_dirs(checkpoints)
+            log = os.path.join(case, "train.log")
+            code = run_logged(train_command(self.args, self.data, case, precision, depth), log,
+                              self.args.device)
+            with open(log, encoding="utf-8") as handle:
+                text = handle.read()
+            status = runlog.classify(text, code, vocab_size(self.data), self.args.warmup)
+            return judge_training(parse_train_log(text), status, code, precision,
+                                  self.args.updates, self.args.min_loss_drop,
+                                  self.args.overflow_run)
+
+        spec = {"command": train_command(self.args, self.data, "CASE", precision, depth),
+                "min_loss_drop": self.args.min_loss_drop, "overflow_run": self.args.overflow_run}
+        return self.run(name, "train", spec, body)
+
+    def generate(self, trained: Dict, depth: int, precision: str) -> Dict:
+        name = f"generate-{precision}-{depth}L"
+        if trained["status"] != "pass":
+            return self.record(name, "generate", {
+                "status": "fail", "figures": {},
+                "reason": f"not decoded: its training {trained['name']} did not pass"})
+        checkpoint = os.path.join(self.out, "cases", trained["name"], "checkpoints",
+                                  "checkpoint_last.pt")
+
+        def body(case):
+            output = os.path.join(case, "generate.txt")
+            code = run_logged(generate_command(self.args, self.data, checkpoint), output,
+                              self.args.device)
+            with open(output, encoding="utf-8") as handle:
+                text = handle.read()
+            with open(os.path.join(self.data, "test.de"), encoding="utf-8") as handle:
+                refs = handle.read().splitlines()
+            return judge_generation(code, text, hypotheses(output) if code == 0 else [], refs)
+
+        spec = {"command": generate_command(self.args, self.data, checkpoint),
+                "trained": trained.get("spec")}
+        return self.run(name, "generate", spec, body)
+
+    def throughput(self, depth: int) -> Dict:
+        def body(case):
+            rows = os.path.join(case, "throughput.json")
+            code = run_logged(throughput_command(self.args, depth, rows),
+                              os.path.join(case, "throughput.log"), self.args.device)
+            data = None
+            if code == 0 and os.path.exists(rows):
+                with open(rows, encoding="utf-8") as handle:
+                    data = json.load(handle)
+            return judge_throughput(code, data)
+
+        spec = {"command": throughput_command(self.args, depth, "CASE")}
+        return self.run(f"throughput-{depth}L", "throughput", spec, body)
+
+    def all(self) -> List[Dict]:
+        try:
+            spec = prepare_data(self.args, self.data)
+            self.record("data", "data", {"status": "pass", "reason": "", "figures": {
+                "vocabulary": vocab_size(self.data), "lines": spec["lines"]}})
+        except Exception as err:  # noqa: BLE001 - reported; every check then fails
+            self.record("data", "data", {"status": "fail", "figures": {},
+                                         "reason": f"{type(err).__name__}: {err}"})
+            return self.results
+        cpu = self.args.device == "cpu"
+        for depth in self.args.depths:
+            for precision in self.args.precisions:
+                trained = self.train(precision, depth)
+                if precision == "fp16" and cpu:
+                    self.not_run(f"generate-fp16-{depth}L", "generate", CPU_NO_FP16)
+                elif precision == "fp16" or cpu:  # on CPU the bf16 model, decoded in fp32
+                    self.generate(trained, depth, "fp32" if cpu else "fp16")
+        for depth in self.args.depths:
+            self.throughput(depth)
+        return self.results
+
+
+# ------------------------------------------------------------------ the report
+
+
+def verdict(results: List[Dict]) -> str:
+    statuses = {r["status"] for r in results}
+    if "fail" in statuses or "pass" not in statuses:
+        return "fail"
+    return "incomplete" if "not_run" in statuses else "pass"
+
+
+def _fmt(value, spec="{:.3g}") -> str:
+    return "–" if value is None else spec.format(value)
+
+
+def describe(result: Dict) -> str:
+    """The figures of one check in a few words, for the Markdown table."""
+    f, kind = result.get("figures") or {}, result["kind"]
+    if not f:
+        return ""
+    if kind == "train":
+        text = (f"loss {_fmt(f['loss_start'], '{:.2f}')} → {_fmt(f['loss_end'], '{:.2f}')} "
+                f"({_fmt(f['loss_drop'], '{:.0%}')} lower) in {f['updates']} updates, "
+                f"{_fmt(f['words_per_s'], '{:,.0f}')} words/s")
+        if f.get("peak_gb") is not None:
+            text += f", peak {f['peak_gb']:.1f} GB"
+        if "overflows" in f:
+            text += (f", {f['overflows']} overflows (longest run {f['longest_overflow_run']}), "
+                     f"loss scale {_fmt(f['loss_scale'], '{:g}')}")
+        return text
+    if kind == "generate":
+        return (f"{f['sentences']}/{f['references']} sentences, {f['empty']} empty, "
+                f"sacreBLEU {_fmt(f['bleu'], '{:.1f}')}, "
+                f"{_fmt(f['sentences_per_s'], '{:.0f}')} sentences/s")
+    if kind == "throughput":
+        return (f"tokens/s DeepNet {f['deepnet_tokens_per_s']:,.0f} / fairseq Post-LN "
+                f"{f['fairseq_tokens_per_s']:,.0f} = {f['throughput_ratio']:.3f}; step peak GB "
+                f"{f['deepnet_step_peak_gb']:.3f} / {f['fairseq_step_peak_gb']:.3f} = "
+                f"{_fmt(f['memory_ratio'], '{:.3f}')}")
+    if kind == "data":
+        return f"joint vocabulary {f['vocabulary']}"
+    return json.dumps(f)
+
+
+def build_report(args, results: List[Dict], environment: Dict, command: str,
+                 started: str, seconds: float) -> Dict:
+    return {"verdict": verdict(results), "command": command, "started": started,
+            "seconds": round(seconds, 1), "environment": environment,
+            "settings": {k: getattr(args, k) for k in (
+                "device", "size", "updates", "depths", "checkpoint_depth", "precisions",
+                "max_tokens", "lr", "warmup", "vocab", "min_loss_drop", "overflow_run")},
+            "checks": [{k: r.get(k) for k in ("name", "kind", "status", "reason", "figures",
+                                              "seconds", "reused")} for r in results]}
+
+
+def markdown(report: Dict) -> str:
+    env, settings = report["environment"], report["settings"]
+    mark = {"pass": "pass", "fail": "**FAIL**", "not_run": "not run"}
+    lines = [f"# GPU check: {report['verdict'].upper()}", "",
+             f"- device: {env['device']}",
+             f"- torch {env['torch']}, fairseq {env['fairseq']}, CUDA {env['cuda']}, "
+             f"Python {env['python']}",
+             f"- command: `{report['command']}`",
+             f"- started {report['started']}, took {report['seconds'] / 60:.1f} min",
+             f"- settings: {settings['size']} width, {settings['updates']} updates, "
+             f"depths {', '.join(f'{d}L-{d}L' for d in settings['depths'])} "
+             f"(activation checkpointing from {settings['checkpoint_depth']}L), "
+             f"max tokens {settings['max_tokens']}, lr {settings['lr']:g}, "
+             f"warmup {settings['warmup']}", "",
+             "| check | result | figures | time | note |", "|---|---|---|---|---|"]
+    for check in report["checks"]:
+        note = check["reason"] or ("passed in an earlier run, reused" if check.get("reused")
+                                   else "")
+        lines.append(f"| {check['name']} | {mark[check['status']]} | {describe(check)} | "
+                     f"{_fmt(check.get('seconds'), '{:.0f} s')} | {note.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def environment(device: str) -> Dict:
+    import fairseq
+    import torch
+
+    name = f"{os.cpu_count()} x {platform.machine()}"
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            models = re.findall(r"^model name\s*:\s*(.*\S)", handle.read(), flags=re.M)
+        name += f" ({models[0]})" if models else ""
+    if device == "cuda":
+        name = f"{torch.cuda.get_device_name(0)} (GPU 0 of {torch.cuda.device_count()} visible)"
+    return {"device": f"{device}: {name}", "torch": torch.__version__,
+            "fairseq": fairseq.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version(), "host": platform.node()}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    start = time.monotonic()
+    results = Checks(args).all()
+    report = build_report(args, results, environment(args.device),
+                          shlex.join(["bash", "benchmarks/gpu_check.sh", *argv]), started,
+                          time.monotonic() - start)
+    write_json(os.path.join(args.out, "report.json"), report)
+    write_atomically(os.path.join(args.out, "report.md"), markdown(report))
+    print(f"[gpu-check] {report['verdict']}: {args.out}/report.md", flush=True)
+    return 1 if report["verdict"] == "fail" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
