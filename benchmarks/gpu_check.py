@@ -96,6 +96,8 @@ PRESETS = {
 }
 CPU_NO_FP16 = ("not run on CPU: fairseq 0.12's fp16 loss scaler handles an overflow through a "
                "CUDA-only path, so fp16 is checked on a GPU only")
+CPU_NO_FP16_DECODING = ("not run on CPU: there is no fp16 model on CPU; the bf16 one is decoded "
+                        "in fp32 instead (generate-fp32)")
 WINDOW = 10  # logged updates averaged at the start and at the end of training
 
 
@@ -437,7 +439,8 @@ class Checks:
 
     def record(self, name: str, kind: str, result: Dict, spec=None, seconds=None) -> Dict:
         result = {"name": name, "kind": kind, "spec": spec, "seconds": seconds, **result}
-        if spec is not None:
+        if spec is not None:  # a check that ran: its logs are in its folder
+            result["folder"] = os.path.join("cases", name)
             write_json(os.path.join(self.case_dir(name), "result.json"), result)
         self.results.append(result)
         print(f"[gpu-check] {name}: {result['status']}"
@@ -540,7 +543,7 @@ class Checks:
             for precision in self.args.precisions:
                 trained = self.train(precision, depth)
                 if precision == "fp16" and cpu:
-                    self.not_run(f"generate-fp16-{depth}L", "generate", CPU_NO_FP16)
+                    self.not_run(f"generate-fp16-{depth}L", "generate", CPU_NO_FP16_DECODING)
                 elif precision == "fp16" or cpu:  # on CPU the bf16 model, decoded in fp32
                     self.generate(trained, depth, "fp32" if cpu else "fp16")
         for depth in self.args.depths:
@@ -599,7 +602,7 @@ def build_report(args, results: List[Dict], environment: Dict, command: str,
                 "device", "size", "updates", "depths", "checkpoint_depth", "precisions",
                 "max_tokens", "lr", "warmup", "vocab", "min_loss_drop", "overflow_run")},
             "checks": [{k: r.get(k) for k in ("name", "kind", "status", "reason", "figures",
-                                              "seconds", "reused")} for r in results]}
+                                              "seconds", "reused", "folder")} for r in results]}
 
 
 def markdown(report: Dict) -> str:
@@ -638,7 +641,7 @@ def environment(device: str) -> Dict:
         name = f"{torch.cuda.get_device_name(0)} (GPU 0 of {torch.cuda.device_count()} visible)"
     return {"device": f"{device}: {name}", "torch": torch.__version__,
             "fairseq": fairseq.__version__, "cuda": torch.version.cuda,
-            "python": platform.python_version(), "host": platform.node()}
+            "python": platform.python_version()}
 
 
 def main(argv=None) -> int:

@@ -87,6 +87,7 @@ def test_defaults_per_size_and_explicit_values_win():
     assert tiny.out == os.path.join("runs", "gpu-check-cpu-tiny")
 
 
+@pytest.mark.slow  # new processes that import fairseq: seconds each
 def test_shell_wrapper_help_and_bad_value():
     help_ = subprocess.run(["bash", SCRIPT, "--help"], capture_output=True, text=True)
     assert help_.returncode == 0
@@ -97,6 +98,7 @@ def test_shell_wrapper_help_and_bad_value():
     assert bad.returncode == 2 and "--updates: expected a positive integer" in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 def test_shell_wrapper_cuda_without_a_gpu_exits_2(tmp_path):
     proc = subprocess.run(["bash", SCRIPT, "--out", str(tmp_path / "out")],
@@ -311,7 +313,7 @@ def hand_made_results():
 
 
 ENV = {"device": "cuda: 1 x NVIDIA H100 80GB HBM3", "torch": "2.13.0", "fairseq": "0.12.3",
-       "cuda": "12.8", "python": "3.11.7", "host": "node1"}
+       "cuda": "12.8", "python": "3.11.7"}
 
 
 def test_report_json_and_markdown_from_hand_made_results(tmp_path):
@@ -386,6 +388,9 @@ def test_tiny_cpu_run_through_the_real_clis(tmp_path):
     for name in ("train-fp16-2L", "generate-fp16-2L"):
         assert checks[name]["status"] == "not_run"
         assert checks[name]["reason"].startswith("not run on CPU: ")
+        assert checks[name]["folder"] is None
+    assert checks["train-bf16-2L"]["folder"] == os.path.join("cases", "train-bf16-2L")
+    assert "--checkpoint-activations" in (out / "cases" / "train-bf16-2L" / "train.log").read_text()
     train = checks["train-bf16-2L"]
     assert train["status"] == "pass", train["reason"]
     assert train["figures"]["updates"] == 20
