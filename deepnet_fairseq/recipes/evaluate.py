@@ -6,25 +6,34 @@ direction with fairseq-generate's own code, score it (``score.py``), write eval.
         -- DATA_BIN [fairseq-generate options but --path: --beam 5 --lenpen 1.0 ...]
 
 1. ``RUN/eval.tmp/averaged.pt``: the mean of the last ``--average-last`` update checkpoints
-   ``RUN/checkpoints/checkpoint_E_U.pt`` (fewer if fewer exist; checkpoint_last.pt if none);
+   ``RUN/checkpoints/checkpoint_E_U.pt`` (fewer if fewer exist; checkpoint_last.pt if none),
+   model only (``deepnet_fairseq/average_checkpoints.py``);
 2. for each direction S-T, fairseq_cli.generate's ``main`` with the given options plus
    ``--path averaged.pt --source-lang S --target-lang T --results-path RUN/eval.tmp/S-T``:
-   the output is exactly fairseq-generate's (``S-T/generate-test.txt``). One process for all
-   directions because OPUS-100 has 198 of them and every fairseq-generate start pays for
-   importing torch and fairseq;
+   the output is exactly fairseq-generate's (``S-T/generate-test.txt``; fairseq's log goes to
+   stderr). One process for all directions, and the model is read and built once
+   (``models_loaded_once``): OPUS-100 has 198 directions, and every fairseq-generate start
+   would pay for importing torch and fairseq and for loading the checkpoint (3.7B parameters
+   for 500L-500L);
 3. sacreBLEU (and tokenized BLEU if asked) against ``REFERENCES/test.S-T.T`` (or
-   ``test.T-S.T``, pairs being stored once), X->En / En->X averages, into ``eval.json``;
+   ``test.T-S.T``, pairs being stored once), X->En / En->X averages, and the number of
+   distinct hypotheses (``distinct.py``: a warning when a direction's model ignores its
+   source) into ``eval.json``;
 4. ``RUN/eval.tmp`` becomes ``RUN/eval`` (the averaged weights are deleted: they are large and
    can be rebuilt). An interrupted evaluation resumes: finished directions are kept.
 """
 
 import argparse
+import contextlib
+import inspect
+import logging
 import os
 import shutil
 import sys
 
 from . import write_json
-from .score import score_direction, summarise
+from .distinct import distinct_summary, ignores_source, report
+from .score import hypotheses, score_direction, summarise
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -37,14 +46,74 @@ def average_last(checkpoints: str, count: int, output: str) -> None:
               f"--average-last {count} (a short run?)", file=sys.stderr)
         count = available
     if count == 0:
-        print("evaluating checkpoint_last.pt as it is", file=sys.stderr)
-        shutil.copyfile(os.path.join(checkpoints, "checkpoint_last.pt"), output + ".tmp")
-        os.replace(output + ".tmp", output)
-        return
-    paths = last_checkpoints(checkpoints, count, "update")
-    print(f"averaging {count} checkpoints: {' '.join(map(os.path.basename, paths))}",
-          file=sys.stderr)
+        print("evaluating checkpoint_last.pt (its model only)", file=sys.stderr)
+        paths = [os.path.join(checkpoints, "checkpoint_last.pt")]
+    else:
+        paths = last_checkpoints(checkpoints, count, "update")
+        print(f"averaging {count} checkpoints: {' '.join(map(os.path.basename, paths))}",
+              file=sys.stderr)
     save_atomically(average(paths), output)
+
+
+def _dictionaries(task):
+    """The task's source and target vocabularies, as (size, hash) pairs."""
+    found = []
+    for name in ("source_dictionary", "target_dictionary"):
+        try:
+            dictionary = getattr(task, name, None)
+        except NotImplementedError:
+            dictionary = None
+        found.append(None if dictionary is None
+                     else (len(dictionary), hash(tuple(dictionary.symbols))))
+    return tuple(found)
+
+
+@contextlib.contextmanager
+def models_loaded_once():
+    """Within the block, fairseq's ``checkpoint_utils.load_model_ensemble`` -- the function
+    ``fairseq_cli.generate`` loads its models with -- returns the models of its previous call
+    when it is asked for the same files with the same options and a task of the same class
+    and dictionaries; otherwise it loads, and keeps only the newest models. So fairseq-generate's
+    own code decodes every direction (its output unchanged) and the checkpoint is read once.
+
+    Reusing the model objects is safe for generation: ``_main`` only casts them (``half``,
+    ``cuda``: no-ops the second time) and calls ``prepare_for_inference_``, which fairseq
+    applies once per model; the direction's task, dataset and SequenceGenerator are new for
+    each call. A model is built from its task's dictionaries, hence the dictionaries in the
+    key: a direction whose vocabulary differs gets a model of its own."""
+    from fairseq import checkpoint_utils
+
+    original = checkpoint_utils.load_model_ensemble
+    signature = inspect.signature(original)
+    cache = {}
+
+    def load_model_ensemble(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        options = dict(bound.arguments)
+        task, state = options.pop("task"), options.pop("state")
+        if state is not None:  # a state in memory: nothing to save
+            return original(*args, **kwargs)
+        key = (repr(sorted(options.items(), key=repr)), type(task).__name__, _dictionaries(task))
+        if key not in cache:
+            cache.clear()  # one model in memory at a time
+            cache[key] = original(*args, **kwargs)
+        return cache[key]
+
+    checkpoint_utils.load_model_ensemble = load_model_ensemble
+    try:
+        yield cache
+    finally:
+        checkpoint_utils.load_model_ensemble = original
+
+
+def check_distinct(generate_output: str) -> dict:
+    """distinct.py's count of the direction's hypotheses, its report printed (a warning block
+    when the model ignores its source)."""
+    summary = distinct_summary(hypotheses(generate_output))
+    print(report(summary), file=sys.stderr)
+    return {"distinct": summary["distinct"], "distinct_share": summary["distinct_share"],
+            "ignores_source": ignores_source(summary)}
 
 
 def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
@@ -98,16 +167,24 @@ def main(argv=None) -> None:
         shutil.rmtree(work, ignore_errors=True)  # stale: the checkpoints changed since
         os.makedirs(work)
         average_last(checkpoints, args.average_last, averaged)
+    # fairseq-generate sends its log to the stream logging is first configured with: the
+    # first direction's output file, closed when that direction is done
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stderr)
     directions = {}
-    for direction in args.directions.split(","):
-        output = generate(direction, averaged, work, generate_args)
-        directions[direction] = score_direction(output, reference(args.references, direction),
-                                                direction.split("-")[1], args.tokenized_bleu,
-                                                args.compound_split)
-        extra = (f", tokenized BLEU {directions[direction]['tok_bleu']}"
-                 if args.tokenized_bleu else "")
-        print(f"{direction}: sacreBLEU {directions[direction]['sacrebleu']}{extra}",
-              file=sys.stderr)
+    with models_loaded_once():
+        for direction in args.directions.split(","):
+            output = generate(direction, averaged, work, generate_args)
+            scores = score_direction(output, reference(args.references, direction),
+                                     direction.split("-")[1], args.tokenized_bleu,
+                                     args.compound_split)
+            extra = f", tokenized BLEU {scores['tok_bleu']}" if args.tokenized_bleu else ""
+            print(f"{direction}: sacreBLEU {scores['sacrebleu']}{extra}", file=sys.stderr)
+            directions[direction] = {**scores, **check_distinct(output)}
+    ignoring = [name for name, d in directions.items() if d["ignores_source"]]
+    if ignoring and len(directions) > 1:
+        print(f"WARNING: {len(ignoring)} of {len(directions)} directions ignore their source: "
+              f"{' '.join(ignoring)}", file=sys.stderr)
     summary = summarise(directions)
     write_json(os.path.join(work, "eval.json"), summary)
     os.remove(averaged)
