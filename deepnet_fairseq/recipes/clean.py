@@ -3,8 +3,10 @@
     python -m deepnet_fairseq.recipes.clean --src-lang en --tgt-lang de \\
         --src raw/train.en --tgt raw/train.de --out-prefix clean/train [--filter]
 
-Every line is normalised: Moses punctuation normalisation (sacremoses, per language), control
-and non-printing characters removed, whitespace collapsed. With ``--filter`` (training data
+Every line is normalised (``normaliser``): control characters removed, Moses punctuation
+normalisation (sacremoses, per language), whitespace collapsed. Format characters are kept:
+the zero-width non-joiner and joiner (U+200C, U+200D) are letters' shapes in Persian, Urdu,
+Kurdish and the Indic scripts of OPUS-100 ("می‌خواهم", Persian "I want", has a U+200C). With ``--filter`` (training data
 only) a pair is dropped when either side is empty, longer than ``--max-len`` words, or the
 word counts differ by more than ``--ratio`` (Moses ``clean-corpus-n`` custom). Validation and
 test data are normalised but never filtered, so they stay line-aligned with their references.
@@ -22,13 +24,36 @@ from sacremoses import MosesPunctNormalizer
 from . import atomic_open
 
 _SPACES = re.compile(r"\s+")
+BYTE_ORDER_MARK = "\ufeff"
+
+
+def dropped(ch: str) -> bool:
+    """Whether cleaning removes ``ch``. By Unicode general category (the C* "other" ones):
+
+    * Cc, control characters (NUL, BEL, ESC, CR, the C1 controls...): removed, but the tab,
+      which separates words (it becomes a space, as all whitespace does);
+    * Cf, format characters (ZWNJ U+200C, ZWJ U+200D, the bidirectional marks of Arabic and
+      Hebrew text, the soft hyphen): kept, they are part of the writing of several OPUS-100
+      languages and of emoji sequences; except U+FEFF, the byte order mark that a file
+      written by some editors starts with, which is never text;
+    * Cs, surrogates: removed; only a mis-decoded file has them (UTF-8 cannot encode a lone
+      surrogate, so writing the line would fail);
+    * Co, private use, and Cn, unassigned: kept. Private-use code points carry text in some
+      legacy font encodings, and what is unassigned depends on the Unicode version of the
+      Python that runs this (a character added in a later version, such as a new emoji, is
+      Cn in an older one): removing them would make the cleaned corpus depend on it.
+    """
+    category = unicodedata.category(ch)
+    return (category == "Cc" and ch != "\t") or category == "Cs" or ch == BYTE_ORDER_MARK
 
 
 def normaliser(lang: str):
+    """line -> its cleaned form: characters ``dropped`` removed, Moses punctuation
+    normalisation for ``lang``, whitespace runs made one space, no space at either end."""
     punct = MosesPunctNormalizer(lang=lang)
 
     def normalise(line: str) -> str:
-        line = "".join(ch for ch in line if not unicodedata.category(ch).startswith("C") or ch == "\t")
+        line = "".join(ch for ch in line if not dropped(ch))
         return _SPACES.sub(" ", punct.normalize(line)).strip()
 
     return normalise

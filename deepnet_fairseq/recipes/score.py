@@ -8,12 +8,21 @@ GENERATE_OUTPUT is fairseq-generate's stdout (or its ``--results-path`` file) wi
 ``--bpe sentencepiece``, so its ``D-<id>`` lines are detokenised hypotheses; REFERENCE is the
 raw reference text, one sentence a line, in the same order as the test set.
 
-* sacreBLEU: case-sensitive, its default 13a tokenisation, on detokenised text; the signature
-  is stored beside each score.
-* tokenized BLEU (``--tokenized-bleu``): hypothesis and reference Moses-tokenised
-  (sacremoses, target language), ``--compound-split`` then splits hyphenated compounds as
-  ``a ##AT##-##AT## b`` (fairseq's compound_split_bleu.sh); BLEU on those tokens with no further
-  tokenisation, as multi-bleu.perl and ``fairseq-score`` compute it.
+* sacreBLEU: case-sensitive, its default 13a tokenisation, the detokenised hypotheses against
+  the raw references, as they are in the test set (the standard, comparable across papers and
+  systems; sacreBLEU does its own tokenisation and must not get pre-processed references). The
+  signature is stored beside each score.
+* tokenized BLEU (``--tokenized-bleu``): hypotheses and references processed the same way
+  (``tokenize``): the recipes' cleaning normalisation (``clean.normaliser``: control
+  characters removed, Moses punctuation normalisation, e.g. German quotes, „…“ and »…«, become
+  "…"), Moses tokenisation (sacremoses, target language, not aggressive on hyphens), then with
+  ``--compound-split`` hyphenated compounds split as ``a ##AT##-##AT## b`` (fairseq's
+  ``compound_split_bleu.sh``); BLEU on those tokens with no further tokenisation, as
+  multi-bleu.perl and ``fairseq-score`` compute it. fairseq's WMT practice scores the ``H-``
+  lines against the ``T-`` lines of fairseq-generate, both of which went through the corpus's
+  normalisation and tokenisation: normalising the test sources only (the model is trained on
+  normalised text, so it writes normalised punctuation) and leaving the raw references would
+  count every quote the normaliser rewrote as a miss. See docs/evaluation.md.
 * X->En / En->X: unweighted means of the directions into / out of English (OPUS-100 practice).
 """
 
@@ -27,6 +36,7 @@ import sacrebleu
 from sacremoses import MosesTokenizer
 
 from . import write_json
+from .clean import normaliser
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -43,8 +53,10 @@ def hypotheses(generate_output: str) -> List[str]:
 
 
 def tokenize(lines: List[str], lang: str, compound_split: bool) -> List[str]:
-    tok = MosesTokenizer(lang=lang)
-    out = [tok.tokenize(line, escape=False, return_str=True) for line in lines]
+    """Tokenized BLEU's processing of either side: normalised as the corpus was
+    (``clean.normaliser``), Moses-tokenised, compounds split if asked."""
+    normalise, tok = normaliser(lang), MosesTokenizer(lang=lang)
+    out = [tok.tokenize(normalise(line), escape=False, return_str=True) for line in lines]
     if compound_split:  # one pass, as fairseq's compound_split_bleu.sh
         out = [_COMPOUND.sub(r"\1 ##AT##-##AT## \2", line) for line in out]
     return out
@@ -66,7 +78,8 @@ def score_direction(generate_output: str, reference: str, target_lang: str,
         result["tok_bleu"] = round(tok_metric.corpus_score(
             tokenize(hyps, target_lang, compound_split),
             [tokenize(refs, target_lang, compound_split)]).score, 2)
-        result["tok_bleu_kind"] = "moses-tokenized" + (", compound-split" if compound_split else "")
+        result["tok_bleu_kind"] = ("normalised, moses-tokenized"
+                                   + (", compound-split" if compound_split else ""))
     return result
 
 
