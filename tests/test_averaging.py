@@ -4,13 +4,16 @@ tied, one file memory-mapped at a time, and its errors."""
 
 import argparse
 import os
+import sys
 
 import pytest
 import torch
 
+from conftest import REPO
 from deepnet_fairseq import average_checkpoints as avg
 
-CFG = {"model": argparse.Namespace(arch="deepnet_transformer_tiny"), "task": {"_name": "translation"}}
+CFG = {"model": argparse.Namespace(arch="deepnet_transformer_tiny"),
+       "task": {"_name": "translation"}}
 
 
 def checkpoint(path, weight, half, step, num_updates, tie=True):
@@ -153,3 +156,25 @@ def test_output_is_written_atomically_and_readable_per_umask(three, tmp_path, mo
     with pytest.raises(OSError, match="disk full"):
         avg.save_atomically({}, str(tmp_path / "out" / "second.pt"))
     assert os.listdir(tmp_path / "out") == ["avg.pt"]  # no partial file, no temporary left
+
+
+# ---- benchmarks/average_memory.py: its "before" is the old averaging, its table ------------
+
+def test_benchmark_before_keeps_everything_and_agrees_on_the_mean(three):
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    import average_memory
+
+    before = average_memory.average_before(three)
+    assert "last_optimizer_state" in before and before["extra_state"]["ema"] is not None
+    assert before["model"]["encoder.embed_tokens.weight"].tolist()[0] == pytest.approx(
+        [7 / 3, 10 / 3, 14 / 3])
+    rows = [{"method": "before", "peak_kb": 4 * 2 ** 20, "imports_kb": 2 ** 20, "seconds": 9.5,
+             "output_bytes": 3 * 2 ** 30},
+            {"method": "after", "peak_kb": 2 * 2 ** 20, "imports_kb": 2 ** 20, "seconds": 2.0,
+             "output_bytes": 2 ** 30}]
+    text = average_memory.table(rows, params=100_000_000, checkpoint_bytes=3 * 2 ** 30)
+    assert "5 checkpoints of 100.0M parameters, 3072 MiB each" in text
+    assert "the model alone is 381 MiB in fp32" in text  # 4e8 bytes / 2**20
+    assert "| before | 4096 | 3072 | 9.5 | 3072 |" in text
+    assert "| after | 2048 | 1024 | 2.0 | 1024 |" in text
+    assert "before / after: peak RSS x2.00, above imports x3.00" in text
