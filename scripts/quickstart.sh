@@ -4,7 +4,7 @@
 # reproduction (see the recipes in scripts/): the whole chain sentencepiece -> fairseq-preprocess
 # -> fairseq-train (DeepNorm) -> fairseq-generate -> sacreBLEU, on the stock fairseq CLIs.
 #
-#   bash scripts/quickstart.sh                  # a translating model: 20 minutes on 2 CPU cores
+#   bash scripts/quickstart.sh                  # a translating model: ~16 min on 2 CPU cores, sacreBLEU ~28
 #   SIZE=smoke bash scripts/quickstart.sh       # about 1 minute: checks the chain, BLEU ~0
 #   DEVICE=cuda bash scripts/quickstart.sh      # on one GPU: a larger model, BLEU in the 30s
 #
