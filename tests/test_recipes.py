@@ -142,13 +142,14 @@ def test_score_reads_generate_output_in_order_and_splits_compounds(tmp_path):
 
 # ---- table, CSV, plot, fit ------------------------------------------------------------------
 
-def _fake_run(runs, name, method, n, status, bleu=None, directions=None):
+def _fake_run(runs, name, method, n, status, bleu=None, directions=None, distinct_share=0.99):
     os.makedirs(runs / name / "eval", exist_ok=True)
     (runs / name / "status.json").write_text(json.dumps(
         {"method": method, "encoder_layers": n, "decoder_layers": n, "status": status,
          "label": method, "reason": "" if status == "ok" else "fairseq reported: nan"}))
     if status == "ok":
-        dirs = directions or {"en-de": {"sacrebleu": bleu, "tok_bleu": bleu, "signature": "sig"}}
+        dirs = directions or {"en-de": {"sacrebleu": bleu, "tok_bleu": bleu, "signature": "sig",
+                                        "distinct_share": distinct_share}}
         (runs / name / "eval" / "eval.json").write_text(json.dumps(score.summarise(dirs)))
 
 
@@ -166,6 +167,21 @@ def test_wmt_table_has_paper_shape(tmp_path):
     rows = (tmp_path / "out" / "results.csv").read_text().splitlines()
     assert rows[0].startswith("dataset,run,method") and len(rows) == 5
     assert (tmp_path / "out" / "bleu_vs_depth.png").read_bytes()[:4] == b"\x89PNG"
+    assert "fewer than 50% distinct" not in table
+
+
+def test_table_names_runs_that_ignore_their_source(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5, distinct_share=0.973)
+    _fake_run(runs, "pre_ln-50L-50L", "pre_ln", 50, "ok", 5.3, distinct_share=0.442)
+    _fake_run(runs, "opus-like", "deepnet", 12, "ok", directions={  # worst direction counts
+        "de-en": {"sacrebleu": 20.0, "signature": "s", "distinct_share": 0.9},
+        "en-de": {"sacrebleu": 3.0, "signature": "s", "distinct_share": 0.01}})
+    rows = {r["run"]: r for r in report.collect("wmt17", str(runs))}
+    assert (rows["deepnet-6L-6L"]["distinct_share"], rows["opus-like"]["distinct_share"]) == (0.973, 0.01)
+    table = report.markdown("wmt17", list(rows.values()))
+    listed = table.split("fewer than 50% distinct")[1].split("\n\n")[1].splitlines()
+    assert listed == ["- opus-like: 1.0% distinct", "- pre_ln-50L-50L: 44.2% distinct"]
 
 
 def test_opus_fit_recovers_a_log_law(tmp_path):

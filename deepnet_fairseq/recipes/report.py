@@ -27,12 +27,13 @@ import sys
 from typing import Dict, List, Optional
 
 from . import atomic_open, write_atomically
+from .distinct import DEFAULT_MIN_SHARE
 from .paper import NOTES, PAPER, lookup
 
 MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
            "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
-           "last_valid_loss", "num_updates", "reason", "signature"]
+           "distinct_share", "last_valid_loss", "num_updates", "reason", "signature"]
 
 
 def _read(path: str) -> Optional[Dict]:
@@ -68,6 +69,10 @@ def collect(dataset: str, runs_dir: str) -> List[Dict]:
             row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
                        en_x=evaluation.get("en_x", ""),
                        signature=next(iter(directions.values()))["signature"])
+        # The lowest share over directions: one collapsed direction is enough to say so.
+        shares = [d["distinct_share"] for d in directions.values() if "distinct_share" in d]
+        if shares:
+            row["distinct_share"] = min(shares)
         metric = MAIN_METRIC[dataset]
         row["bleu"] = (evaluation.get(metric) if metric in evaluation
                        else row.get(metric.replace("_avg", ""), ""))
@@ -147,6 +152,13 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
                 cells = [(str(index[(label, n, m)]["sacrebleu"]) if (label, n, m) in index
                           and index[(label, n, m)]["status"] == "ok" else "") for n, m in depths]
                 out.append(f"| {label} | " + " | ".join(cells) + " |")
+    collapsed = [r for r in rows if r["status"] == "ok" and r["distinct_share"] != ""
+                 and r["distinct_share"] < DEFAULT_MIN_SHARE]
+    if collapsed:
+        out.append(f"\nRuns with fewer than {DEFAULT_MIN_SHARE:.0%} distinct test translations "
+                   "(in their worst direction; a model that ignores its source writes the same "
+                   "few sentences for every input):\n")
+        out.extend(f"- {r['run']}: {r['distinct_share']:.1%} distinct" for r in collapsed)
     if PAPER.get(dataset):
         out.append("\nThe paper's numbers:\n")
         for ref in PAPER[dataset]:
