@@ -26,7 +26,7 @@
 : "${WARMUP:=400}"            # [chosen] as the quickstart (measured there)
 : "${DROPOUT:=0.1}"           # [chosen] a small model on a small corpus, few epochs
 : "${WEIGHT_DECAY:=0.0}"      # [chosen] as the quickstart
-: "${MAX_UPDATE:=1000}"       # [chosen] about 2 epochs: what 3 hours allow for 3 x 50L-50L
+: "${MAX_UPDATE:=1000}"       # [chosen] 1.7 epochs: what 3 hours allow for 3 x 50L-50L
 : "${SAVE_INTERVAL_UPDATES:=200}" # [chosen] update checkpoints every 200 updates ...
 : "${AVERAGE_LAST:=2}"        # [chosen] ... the last 2 (updates 800 and 1000) averaged
 : "${LOG_INTERVAL:=50}"       # [chosen] a training line every 50 updates

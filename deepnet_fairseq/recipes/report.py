@@ -191,6 +191,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging set-up is verbose
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     colours = {}
@@ -216,6 +217,11 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
             ax.plot(xs, [a * math.log(x) + b for x in xs], "--", color=colours[label],
                     label=f"{label}: {a:.2f} ln d + {b:.2f}")
     ax.set_xscale("log")
+    # Plain layer counts at the measured and the paper's depths, not 3x10^1-style log ticks.
+    depths = sorted({r["layers"] for r in rows} | {ref.encoder_layers + ref.decoder_layers
+                                                   for ref in PAPER.get(dataset, [])})
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("layers (encoder + decoder)")
     ax.set_ylabel("BLEU")
     ax.set_ylim(bottom=0)
