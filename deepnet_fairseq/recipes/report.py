@@ -27,7 +27,7 @@ import sys
 from typing import Dict, List, Optional
 
 from . import atomic_open, write_atomically
-from .distinct import DEFAULT_MIN_SHARE
+from .distinct import DEFAULT_MIN_SHARE, ignores_source
 from .paper import NOTES, PAPER, lookup
 
 MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
@@ -153,7 +153,7 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
                           and index[(label, n, m)]["status"] == "ok" else "") for n, m in depths]
                 out.append(f"| {label} | " + " | ".join(cells) + " |")
     collapsed = [r for r in rows if r["status"] == "ok" and r["distinct_share"] != ""
-                 and r["distinct_share"] < DEFAULT_MIN_SHARE]
+                 and ignores_source(r)]
     if collapsed:
         out.append(f"\nRuns with fewer than {DEFAULT_MIN_SHARE:.0%} distinct test translations "
                    "(in their worst direction; a model that ignores its source writes the same "
