@@ -3,7 +3,7 @@
 # Post-LN, Pre-LN and DeepNet at 6, 18 and 50 layers per side on Multi30k en->de (29,000 pairs,
 # deepnet_fairseq/corpora/multi30k), identical hyperparameters for all nine runs, on CPU:
 # AT MOST 3 HOURS ON 2 CPU CORES for the whole sweep (data, 9 trainings, 9 evaluations);
-# measured: 1 h 40 min on a 2-core AMD EPYC; figures in results/wmt17-mini/ and the README
+# measured: 1 h 40 min on a 2-core AMD EPYC; figures in results/wmt17-mini/ and docs/results.md
 # ("The paper's pattern on real text").
 #   SIZE=mini SOURCE=multi30k bash scripts/wmt17/prepare.sh && SIZE=mini bash scripts/wmt17/sweep.sh
 # Interrupt it at any time: the next launch resumes the unfinished run and skips finished ones.

@@ -1,13 +1,26 @@
 """deepnet_fairseq: DeepNet (DeepNorm) Transformers for fairseq.
 
-Load it with ``fairseq-train --user-dir <path of this package>`` (see the README); importing it
-registers the ``deepnet_transformer`` model and architectures, and lets torch >= 2.6 load
-fairseq checkpoints (``checkpoint_compat``).
+Load it with ``fairseq-train --user-dir <path of this package>`` (see the README): fairseq
+imports the package, which then registers the plugin's models, architectures and tasks, and
+lets torch >= 2.6 load fairseq checkpoints (``checkpoint_compat``).
+
+Importing the package without fairseq loaded registers nothing and imports neither fairseq nor
+torch, so that the pure modules (``constants``, ``methods``, the recipes' helpers) load in a
+fraction of a second. Code that uses fairseq in the same process calls ``register()`` (our own
+modules do, by importing ``deepnet_fairseq.models``).
 """
 
 import os
-
-from . import checkpoint_compat, diagnostics, models  # noqa: F401  (imported for their registrations)
+import sys
 
 USER_DIR = os.path.dirname(os.path.abspath(__file__))
 """The path to pass as ``--user-dir`` for this copy of the package."""
+
+
+def register() -> None:
+    """Register the plugin with fairseq (idempotent: Python imports each module once)."""
+    from . import checkpoint_compat, diagnostics, models  # noqa: F401  (their registrations)
+
+
+if "fairseq" in sys.modules:  # loaded as fairseq's --user-dir, or after fairseq
+    register()

@@ -16,10 +16,15 @@ def print_model_options(argv=None) -> None:
     ``fairseq-train --arch X --help`` prints its help before it reads ``--arch``, so it never
     lists model options; this prints them, DeepNorm's overrides included.
     """
-    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
-    ours = sorted(a for a, model in ARCH_MODEL_REGISTRY.items()
-                  if model.__module__.startswith(__package__))
+    from . import register
+
+    register()
+    # the archs the plugin registers (their hooks are ours), those built by fairseq's own
+    # transformer model included (post_ln_transformer, pre_ln_transformer)
+    ours = sorted(a for a, hook in ARCH_CONFIG_REGISTRY.items()
+                  if hook.__module__.startswith(__package__))
     parser = argparse.ArgumentParser(prog="deepnet-model-options", description=print_model_options.__doc__)
     parser.add_argument("--arch", default="deepnet_transformer", choices=ours,
                         help="architecture (default: %(default)s)")

@@ -171,7 +171,7 @@ def encoder_decoder_for(encoder_layers: int, decoder_layers: int, form: str = "p
 
 
 # --------------------------------------------------------------------------------------------
-# Depth-dependent scales of the compared methods (DESIGN section 3), each in its paper's form.
+# Depth-dependent scales of the compared methods (docs/methods.md), each in its paper's form.
 # --------------------------------------------------------------------------------------------
 
 

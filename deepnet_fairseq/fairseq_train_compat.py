@@ -63,6 +63,9 @@ def install(argv=None) -> list:
 def main() -> None:
     from fairseq_cli.train import cli_main
 
+    from . import register
+
+    register()  # fairseq skips a --user-dir whose package is already imported
     install()
     sys.argv[0] = "fairseq-train"
     cli_main()

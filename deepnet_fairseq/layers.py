@@ -6,6 +6,8 @@ fairseq's layers compute, for each sub-layer (self-attention, cross-attention, F
 ``LayerNorm(alpha * x + dropout(G(x)))``, with dropout on the branch before the sum.
 """
 
+import logging
+
 import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
@@ -15,6 +17,8 @@ from fairseq.modules.transformer_layer import (
 )
 
 from .initialization import deepnorm_init_
+
+logger = logging.getLogger(__name__)
 
 
 class DeepNormResidual:
@@ -33,7 +37,29 @@ class DeepNormResidual:
                              f"normalize_before is set with alpha = {alpha}")
         self.alpha = alpha
         self.beta = beta
+        # The constants travel with the weights: a checkpoint keeps the alpha it was trained
+        # with, and loading it restores that alpha (``_restore_trained_alpha``) even where the
+        # arguments now give another (a changed formula, --encoder-layers-to-keep, a different
+        # --deepnorm-constants on load). float64 so that the recorded value is exact.
+        self.register_buffer("deepnorm_constants", torch.tensor([alpha, beta], dtype=torch.float64))
+        self._register_load_state_dict_pre_hook(self._restore_trained_alpha)
         deepnorm_init_(self, beta)
+
+    def _restore_trained_alpha(self, state_dict, prefix, *args):
+        key = prefix + "deepnorm_constants"
+        if key not in state_dict:  # a checkpoint from before the constants were recorded
+            state_dict[key] = self.deepnorm_constants.clone()
+            return
+        trained = float(state_dict[key][0])
+        # --fp16 training stores the buffer in half precision: equal within its rounding means
+        # the same alpha, and the exact value built here is kept
+        precision = torch.finfo(state_dict[key].dtype).eps * 2
+        if abs(trained - self.alpha) > precision * abs(self.alpha):
+            logger.warning(
+                "%sdeepnorm_constants: the checkpoint was trained with alpha = %.6g; these "
+                "arguments give %.6g. Using the trained %.6g, so the model computes what it was "
+                "trained to.", prefix, trained, self.alpha, trained)
+            self.alpha = trained
 
     def residual_connection(self, x, residual):
         # x is the branch output, already through dropout; residual is the skip path (T x B x C).

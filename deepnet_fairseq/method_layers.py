@@ -14,11 +14,12 @@ fairseq's layers compute, per sub-layer, ``x = LN(residual_connection(dropout(G(
 time-first, T x B x C. Every layer gets ``index`` (1-based position in its stack) and reads the
 stack's depth and the method's options from ``cfg`` (fairseq keeps every parsed option on it).
 
-Where a paper leaves a choice open, the choice is marked "Choice:" here and in the README.
+Where a paper leaves a choice open, the choice is marked "Choice:" here and in docs/methods.md.
 """
 
+import functools
 import math
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import torch
 import torch.nn as nn
@@ -29,16 +30,36 @@ from fairseq.modules.transformer_layer import (
 )
 
 from . import constants
+from .initialization import linears
 
-ATTENTIONS = ("self_attn", "encoder_attn")
-PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
+RULES: Dict[str, type] = {}
+"""Layer rules by name (``Method.layers`` names one); filled by ``@layer_rule``."""
 
 
-def linears(layer: nn.Module) -> Dict[str, nn.Linear]:
-    """The weight matrices of a layer by role: fc1, fc2, {self,encoder}_attn.{q,k,v,out}_proj."""
-    modules = dict(layer.named_modules())
-    roles = ["fc1", "fc2"] + [f"{a}.{p}" for a in ATTENTIONS for p in PROJECTIONS]
-    return {role: modules[role] for role in roles if role in modules}
+def layer_rule(rule: type) -> type:
+    """Class decorator: make a layer rule available to method declarations by its class name."""
+    if RULES.get(rule.__name__, rule) is not rule:
+        raise ValueError(f"a layer rule named {rule.__name__} already exists")
+    RULES[rule.__name__] = rule
+    return rule
+
+
+@functools.lru_cache(maxsize=None)
+def layer_classes(rule_name: str) -> Tuple[type, type]:
+    """(encoder layer class, decoder layer class) of a rule: the rule mixed in before fairseq's
+    ``TransformerEncoderLayerBase`` / ``TransformerDecoderLayerBase``."""
+    try:
+        rule = RULES[rule_name]
+    except KeyError:
+        raise ValueError(f"no layer rule named {rule_name!r} (known: {', '.join(RULES)}); "
+                         f"decorate its class with @method_layers.layer_rule") from None
+    pair = []
+    for side, base in (("Encoder", TransformerEncoderLayerBase),
+                       ("Decoder", TransformerDecoderLayerBase)):
+        cls = type(f"{rule.__name__}{side}Layer", (rule, base), {"__doc__": rule.__doc__})
+        cls.__module__ = rule.__module__
+        pair.append(cls)
+    return tuple(pair)
 
 
 def value_path(role: str) -> bool:
@@ -59,6 +80,22 @@ class MethodLayer:
 
     def setup(self, cfg) -> None:
         pass
+
+    # Model-level parts of a rule, called by the model that builds these layers
+    # (models.method_transformers); a rule overrides those it needs.
+
+    @classmethod
+    def embedding_scale(cls, args) -> float:
+        """Factor applied once to the input embedding tables at build (T-Fixup)."""
+        return 1.0
+
+    @classmethod
+    def initialise_from_batch(cls, model, net_input: dict) -> None:
+        """Data-dependent initialisation on the first training batch (Admin's profiling)."""
+
+    @classmethod
+    def needs_batch_initialisation(cls) -> bool:
+        return cls.initialise_from_batch.__func__ is not MethodLayer.initialise_from_batch.__func__
 
     @property
     def num_sublayers(self) -> int:
@@ -109,6 +146,7 @@ def _reinit_(layer, init_weight) -> None:
 
 # --- DS-Init ---------------------------------------------------------------------------------
 
+@layer_rule
 class DSInit(MethodLayer):
     """DS-Init (Zhang, Titov & Sennrich 2019): Post-LN; every weight matrix of layer l is
     Xavier-uniform with gain alpha / sqrt(l), l counted from 1 in each stack. Choices: all six
@@ -122,6 +160,7 @@ class DSInit(MethodLayer):
 
 # --- Lipschitz-constrained init ---------------------------------------------------------------
 
+@layer_rule
 class Lipschitz(MethodLayer):
     """Lipschitz-constrained initialisation (Xu et al. 2020, arXiv 1911.03179): Post-LN (the
     paper's "v1" order) with every weight matrix drawn from U(+-1/sqrt(fan_in)) (Kaiming-uniform
@@ -138,6 +177,7 @@ class Lipschitz(MethodLayer):
 
 # --- Admin ------------------------------------------------------------------------------------
 
+@layer_rule
 class Admin(PerSublayer):
     """Admin (Liu et al. 2020): Post-LN with ``LN(omega_i * x + G(x))``, omega_i a learnable
     vector per sub-layer (``omega_init + omega_delta``). omega starts at one and is set by a profiling pass on the first
@@ -159,6 +199,10 @@ class Admin(PerSublayer):
     @property
     def omega(self):
         return self.omega_init + self.omega_delta
+
+    @classmethod
+    def initialise_from_batch(cls, model, net_input):
+        profile_admin_(model, net_input)
 
     def sublayer_residual(self, i, x, residual):
         if self.profile is not None:
@@ -220,6 +264,7 @@ def profile_admin_(model, sample_input: dict) -> None:
 
 # --- ReZero -----------------------------------------------------------------------------------
 
+@layer_rule
 class ReZero(NoLayerNorm):
     """ReZero (Bachlechner et al. 2020): no LayerNorm, ``x + a * G(x)`` with one learnable
     scalar a per layer starting at 0, shared by the layer's sub-layers as in the authors' code
@@ -235,6 +280,7 @@ class ReZero(NoLayerNorm):
 
 # --- R-Fixup ----------------------------------------------------------------------------------
 
+@layer_rule
 class RFixup(NoLayerNorm, PerSublayer):
     """Fixup for Transformers (Zhang, Dauphin & Ma 2019; "R-Fixup" in the DeepNet paper): no
     LayerNorm; ``x + m_i * G(x)`` with a learnable scalar multiplier m_i per branch starting at 1;
@@ -263,12 +309,17 @@ class RFixup(NoLayerNorm, PerSublayer):
 
 # --- T-Fixup ----------------------------------------------------------------------------------
 
+@layer_rule
 class TFixup(NoLayerNorm):
-    """T-Fixup (Huang et al. 2020): no LayerNorm (and no warmup: a training setting); every
-    weight matrix Xavier-uniform (gain 1), then v, out_proj, fc1, fc2 scaled by 0.67 N^(-1/4) in
-    the encoder and (9M)^(-1/4) in the decoder (self- and cross-attention); the input embeddings
-    are scaled by (9M)^(-1/4) in the model (``models.method_transformers``). Choice: biases start
+    """T-Fixup (Huang et al. 2020): no LayerNorm (and no warmup: a training setting of its
+    declaration); every weight matrix Xavier-uniform (gain 1), then v, out_proj, fc1, fc2 scaled
+    by 0.67 N^(-1/4) in the encoder and (9M)^(-1/4) in the decoder (self- and cross-attention);
+    the input embeddings are scaled by (9M)^(-1/4) (``embedding_scale``). Choice: biases start
     at zero; fairseq's sqrt(d) embedding scale is kept."""
+
+    @classmethod
+    def embedding_scale(cls, args):
+        return constants.t_fixup_scales(args.encoder_layers, args.decoder_layers)[1]
 
     def setup(self, cfg):
         super().setup(cfg)
@@ -285,6 +336,7 @@ class TFixup(NoLayerNorm):
 
 # --- NormFormer -------------------------------------------------------------------------------
 
+@layer_rule
 class NormFormer(MethodLayer):
     """NormFormer (Shleifer et al. 2021): Pre-LN plus a LayerNorm after self-attention
     (``attn_ln``), learnable per-head scales (``c_attn``, starting at 1) and a LayerNorm after
@@ -344,6 +396,7 @@ class LayerAggregation(nn.Module):
         return sum(w * y for w, y in zip(weights, self.outputs))
 
 
+@layer_rule
 class DLCL(MethodLayer):
     """DLCL (Wang et al. 2019): Pre-LN layers whose input is ``LayerAggregation.combine`` of all
     earlier outputs. This is the one method that changes what flows between layers, so it wraps
@@ -371,19 +424,3 @@ class DLCL(MethodLayer):
             y = agg.combine()
             agg.outputs = []  # do not keep the activations alive after the forward
         return (y, *out[1:]) if isinstance(out, tuple) else y
-
-
-# --- the layer classes ------------------------------------------------------------------------
-
-def _pair(rule):
-    encoder = type(f"{rule.__name__}EncoderLayer", (rule, TransformerEncoderLayerBase), {})
-    decoder = type(f"{rule.__name__}DecoderLayer", (rule, TransformerDecoderLayerBase), {})
-    encoder.__module__ = decoder.__module__ = __name__
-    encoder.__doc__ = decoder.__doc__ = rule.__doc__
-    return encoder, decoder
-
-
-LAYERS = {rule.__name__: _pair(rule)
-          for rule in (DSInit, Lipschitz, Admin, ReZero, RFixup, TFixup, NormFormer, DLCL)}
-"""rule name -> (encoder layer class, decoder layer class), e.g. ``ReZeroEncoderLayer``."""
-globals().update({cls.__name__: cls for pair in LAYERS.values() for cls in pair})

@@ -1,68 +1,174 @@
-"""The training methods the recipes and diagnostics can select by name (METHOD=<name>).
+"""The training methods, one declaration each: everything that defines a method lives in its
+``Method`` below, and the rest of the plugin derives from it: the fairseq models and
+architectures (``models.method_transformers``), the names the recipes and diagnostics accept
+(METHOD=<name>, ``--methods``), the training settings the recipes use, and the methods table of
+docs/methods.md (``python -m deepnet_fairseq.methods --markdown``).
 
-One place maps a method name to the fairseq-train options that build its model at a given
-depth; the width (base, tiny, ...) is set separately by the caller. Each method is a residual
-rule plus an init rule (see the README's methods table).
+This module is pure (no torch, no fairseq): it is data. A method's layer rule (its residual and
+init, in code) is named by ``Method.layers`` and lives in ``method_layers``; adding a method is
+one declaration here (or ``models.method_transformers.register_method`` from your own user
+dir) plus its layer rule and its tests: docs/methods.md shows a complete example.
 
     python -m deepnet_fairseq.methods                      # list the methods
     python -m deepnet_fairseq.methods deepnet 18 18        # print its fairseq-train options
+    python -m deepnet_fairseq.methods --markdown           # the methods table of the docs
 """
 
 import argparse
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
+
+LAYER_NORM_PLACEMENTS = ("post", "pre", "none")
+
+
+@dataclass(frozen=True)
+class ModelOption:
+    """A method's own fairseq-train option (a float), e.g. DS-Init's ``--ds-init-alpha``."""
+
+    name: str  # the attribute name; the flag is --name-with-dashes
+    default: float
+    help: str
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
 
 
 @dataclass(frozen=True)
 class Method:
-    arch: str  # registered fairseq architecture
-    options: Tuple[str, ...]  # extra fairseq-train options that select the method
-    rule: str  # the residual/init rule in one line
+    """One training method.
+
+    name:        what recipes and diagnostics call it (METHOD=<name>, ``--methods <name>``).
+    summary:     its rule in one line, for listings and the methods table.
+    paper:       where it comes from.
+    layer_norm:  the LayerNorm placement it is defined for: "post" (the --*-normalize-before
+                 flags are rejected), "pre" (the arch hook sets them) or "none" (Post-LN layers
+                 whose LayerNorms the rule removes; the flags are rejected).
+    layers:      the name of its layer rule in ``method_layers`` (residual + init); None for a
+                 method built by an existing model (``model``).
+    model:       the registered fairseq model that builds it; default ``<name>_transformer``, a
+                 model of its own registered from ``layers``.
+    arch:        its architecture; default ``<name>_transformer`` (``_tiny`` is registered
+                 beside it for methods with a model of their own or built by fairseq's).
+    options:     more fairseq-train options that select it (e.g. DeepNet's constant forms).
+    model_options: its own options, registered on its model.
+    training:    the training settings its paper prescribes, as recipe settings (NAME, value);
+                 the recipes use them unless the user sets the name.
+    """
+
+    name: str
+    summary: str
+    paper: str
+    layer_norm: str
+    layers: Optional[str] = None
+    model: Optional[str] = None
+    arch: Optional[str] = None
+    options: Tuple[str, ...] = ()
+    model_options: Tuple[ModelOption, ...] = ()
+    training: Tuple[Tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        if self.layer_norm not in LAYER_NORM_PLACEMENTS:
+            raise ValueError(f"method {self.name}: layer_norm must be one of "
+                             f"{LAYER_NORM_PLACEMENTS}, got {self.layer_norm!r}")
+        if (self.layers is None) == (self.model is None):
+            raise ValueError(f"method {self.name}: give exactly one of layers= (a layer rule of "
+                             f"its own) or model= (an existing fairseq model)")
+        # frozen dataclass: fill the derived defaults once, here
+        if self.model is None:
+            object.__setattr__(self, "model", f"{self.name}_transformer")
+        if self.arch is None:
+            object.__setattr__(self, "arch", f"{self.name}_transformer")
+
+    @property
+    def registers_arch(self) -> bool:
+        """Whether the plugin registers ``arch`` and ``arch_tiny`` for it (DeepNet registers its
+        own, with the named depths; its constant forms are DeepNet plus options)."""
+        return self.model != "deepnet_transformer"
+
+    def set_layer_norm_placement(self, args) -> None:
+        """Set on fairseq's ``args`` the LayerNorm placement this method is defined for, or
+        reject the --*-normalize-before flags that contradict it. Idempotent: fairseq runs the
+        arch hook again when it loads a checkpoint."""
+        for side in ("encoder", "decoder"):
+            if self.layer_norm == "pre":
+                setattr(args, f"{side}_normalize_before", True)
+            elif getattr(args, f"{side}_normalize_before", False):
+                what = ("a Post-LN method" if self.layer_norm == "post"
+                        else "built without LayerNorm")
+                raise ValueError(
+                    f"--{side}-normalize-before cannot be used with --arch {args.arch}: "
+                    f"{self.name} is {what}. Drop the flag, or choose a Pre-LN method: "
+                    f"{', '.join(m.name for m in METHODS.values() if m.layer_norm == 'pre')} "
+                    f"(python -m deepnet_fairseq.methods lists them with their options).")
 
     def train_args(self, encoder_layers: int, decoder_layers: int) -> List[str]:
         return ["--arch", self.arch, "--encoder-layers", str(encoder_layers),
                 "--decoder-layers", str(decoder_layers), *self.options]
 
 
-def _deepnet_form(form: str, rule: str) -> Method:
-    return Method("deepnet_transformer", ("--deepnorm-constants", form), rule)
+def _deepnet_form(form: str, summary: str) -> Method:
+    return Method(f"deepnet_{form}", summary,
+                  "this plugin, after Su (2022); deepnet_fairseq/constants.py",
+                  "pre" if form.startswith("pre_ln_") else "post",
+                  model="deepnet_transformer", arch="deepnet_transformer",
+                  options=("--deepnorm-constants", form))
 
 
-METHODS: Dict[str, Method] = {
-    "deepnet": Method("deepnet_transformer", (),
-                      "LN(alpha x + G(x)); ffn/v/out Xavier gain beta (Wang et al. 2022)"),
-    "post_ln": Method("post_ln_transformer", (), "LN(x + G(x)) (fairseq default)"),
-    "pre_ln": Method("pre_ln_transformer", (), "x + G(LN(x)), final LN (fairseq --*-normalize-before)"),
-    "ds_init": Method("ds_init_transformer", (),
-                      "LN(x + G(x)); layer l Xavier-uniform gain 1/sqrt(l) (Zhang et al. 2019)"),
-    "admin": Method("admin_transformer", (),
-                    "LN(omega*x + G(x)); omega_i = sqrt(sum_{j<i} Var y_j), profiled on batch 1 "
-                    "(Liu et al. 2020)"),
-    "rezero": Method("rezero_transformer", (), "x + a G(x), a = 0 learnable, no LN "
-                     "(Bachlechner et al. 2020)"),
-    "r_fixup": Method("r_fixup_transformer", (),
-                      "x + m G(x), no LN; out/fc2 = 0, v/fc1 x L^(-1/2), m = 1 learnable "
-                      "(Zhang et al. 2019, Fixup)"),
-    "t_fixup": Method("t_fixup_transformer", (),
-                      "x + G(x), no LN; enc v/out/ffn x 0.67 N^(-1/4), dec and embeddings "
-                      "x (9M)^(-1/4) (Huang et al. 2020)"),
-    "dlcl": Method("dlcl_transformer", (),
-                   "Pre-LN; input of layer l+1 = sum_k W_lk LN(y_k), W learnable, starts at the "
-                   "mean (Wang et al. 2019)"),
-    "normformer": Method("normformer_transformer", (),
-                         "Pre-LN + head scales, LN after self-attention, LN inside FFN "
-                         "(Shleifer et al. 2021)"),
-    "lipschitz": Method("lipschitz_transformer", (),
-                        "LN(x + G(x)); weights U(+-1/sqrt(fan_in)), biases 0 (Xu et al. 2020)"),
-    # Optimizer-aware DeepNorm (beyond the paper; constants.py, Su 2022), L = 2N enc, 3M dec:
-    "deepnet_sgd": _deepnet_form("sgd", "LN(alpha x + G(x)); alpha = L^(1/4), gain L^(-1/4)"),
-    "deepnet_adam": _deepnet_form("adam", "LN(alpha x + G(x)); alpha = L^(1/2), gain L^(-1/2)"),
-    "deepnet_lamb": _deepnet_form("lamb", "LN(x + G(x)); gain L^(-1/2)"),
-    "deepnet_pre_ln_sgd": _deepnet_form("pre_ln_sgd", "x + G(LN(x)); gain L^(-1/2)"),
-    "deepnet_pre_ln_adam": _deepnet_form("pre_ln_adam", "x + G(LN(x)); gain 1/L"),
-    "deepnet_pre_ln_lamb": _deepnet_form("pre_ln_lamb", "x + G(LN(x)); gain L^(-1/2)"),
-}
+_DECLARED = (
+    Method("deepnet", "LN(alpha x + G(x)); ffn/v/out Xavier-normal gain beta",
+           "Wang et al. 2022 (DeepNet, arXiv 2203.00555)", "post",
+           model="deepnet_transformer", arch="deepnet_transformer"),
+    Method("post_ln", "LN(x + G(x)) (fairseq default)", "Vaswani et al. 2017", "post",
+           model="transformer"),
+    Method("pre_ln", "x + G(LN(x)), final LN (fairseq --*-normalize-before)",
+           "Vaswani et al. 2017 (tensor2tensor order)", "pre", model="transformer"),
+    Method("ds_init", "LN(x + G(x)); layer l Xavier-uniform gain alpha/sqrt(l)",
+           "Zhang, Titov & Sennrich 2019 (DS-Init, arXiv 1908.11365)", "post", layers="DSInit",
+           model_options=(ModelOption(
+               "ds_init_alpha", 1.0, "DS-Init's alpha in (0, 1]: layer l's weights are "
+               "Xavier-uniform with gain alpha/sqrt(l) (Zhang et al. 2019); chosen default 1"),)),
+    Method("admin", "LN(omega x + G(x)); omega_i = sqrt(sum_{j<i} Var y_j), profiled on batch 1",
+           "Liu et al. 2020 (Admin, arXiv 2004.08249)", "post", layers="Admin"),
+    Method("rezero", "x + a G(x), a = 0 learnable, no LN", "Bachlechner et al. 2020 (ReZero, arXiv 2003.04887)",
+           "none", layers="ReZero"),
+    Method("r_fixup", "x + m G(x), no LN; out/fc2 = 0, v/fc1 x L^(-1/2), m = 1 learnable",
+           "Zhang, Dauphin & Ma 2019 (Fixup, arXiv 1901.09321)", "none", layers="RFixup"),
+    Method("t_fixup", "x + G(x), no LN; enc v/out/ffn x 0.67 N^(-1/4), dec and embeddings "
+           "x (9M)^(-1/4)", "Huang et al. 2020 (T-Fixup, ICML)", "none", layers="TFixup",
+           # T-Fixup trains without learning-rate warmup: a one-update warmup starts the
+           # inverse-sqrt schedule at its peak (fairseq's needs at least one update)
+           training=(("WARMUP", "1"),)),
+    Method("dlcl", "Pre-LN; input of layer l+1 = sum_k W_lk LN(y_k), W learnable, starts at "
+           "the mean", "Wang et al. 2019 (DLCL, arXiv 1906.01787)", "pre", layers="DLCL"),
+    Method("normformer", "Pre-LN + head scales, LN after self-attention, LN inside FFN",
+           "Shleifer et al. 2021 (NormFormer, arXiv 2110.09456)", "pre", layers="NormFormer"),
+    Method("lipschitz", "LN(x + G(x)); weights U(+-1/sqrt(fan_in)), biases 0",
+           "Xu et al. 2020 (arXiv 1911.03179)", "post", layers="Lipschitz"),
+    # Optimizer-aware DeepNorm (beyond the paper; constants.py), L = 2N enc, 3M dec:
+    _deepnet_form("sgd", "LN(alpha x + G(x)); alpha = L^(1/4), gain L^(-1/4)"),
+    _deepnet_form("adam", "LN(alpha x + G(x)); alpha = L^(1/2), gain L^(-1/2)"),
+    _deepnet_form("lamb", "LN(x + G(x)); gain L^(-1/2)"),
+    _deepnet_form("pre_ln_sgd", "x + G(LN(x)); gain L^(-1/2)"),
+    _deepnet_form("pre_ln_adam", "x + G(LN(x)); gain 1/L"),
+    _deepnet_form("pre_ln_lamb", "x + G(LN(x)); gain L^(-1/2)"),
+)
+
+METHODS: Dict[str, Method] = {}
+"""name -> Method: the declarations above, and any added with ``add``."""
+
+
+def add(method: Method) -> Method:
+    """Add a declaration to the registry (names are unique)."""
+    if method.name in METHODS:
+        raise ValueError(f"method {method.name!r} is already declared")
+    METHODS[method.name] = method
+    return method
+
+
+for _method in _DECLARED:
+    add(_method)
 
 
 def get(name: str) -> Method:
@@ -73,17 +179,50 @@ def get(name: str) -> Method:
             f"unknown method {name!r}; choose one of: {', '.join(METHODS)}") from None
 
 
+TINY_SIZE = {"encoder_embed_dim": 64, "encoder_ffn_embed_dim": 128, "encoder_attention_heads": 2,
+             "decoder_attention_heads": 2, "encoder_layers": 2, "decoder_layers": 2}
+"""The ``_tiny`` architectures' size (the paper's Figure 5 width, 64-128-2 heads; 2L-2L): every
+method's tiny arch and the diagnostics read it here (the decoder's widths follow fairseq's
+defaults from the encoder's)."""
+
+
+def apply_tiny_size(args) -> None:
+    """Set the tiny size on fairseq's ``args`` where not given (the ``_tiny`` arch hooks)."""
+    for name, value in TINY_SIZE.items():
+        setattr(args, name, getattr(args, name, value))
+
+
+def tiny_width_args() -> List[str]:
+    """fairseq-train options of the tiny width (depth not included)."""
+    return [arg for name, value in TINY_SIZE.items() if not name.endswith("_layers")
+            for arg in ("--" + name.replace("_", "-"), str(value))]
+
+
+def markdown_table() -> str:
+    """The methods table of docs/methods.md, derived from the declarations."""
+    rows = ["| method | rule | LayerNorm | source | fairseq-train options |",
+            "|---|---|---|---|---|"]
+    for m in METHODS.values():
+        options = shlex.join(["--arch", m.arch, *m.options])
+        rows.append(f"| `{m.name}` | {m.summary} | {m.layer_norm} | {m.paper} | `{options}` |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.methods", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("method", nargs="?", help="method name; omit to list them")
     parser.add_argument("encoder_layers", nargs="?", type=int, default=6)
     parser.add_argument("decoder_layers", nargs="?", type=int, default=6)
+    parser.add_argument("--markdown", action="store_true", help="print the methods table")
     args = parser.parse_args(argv)
+    if args.markdown:
+        print(markdown_table(), end="")
+        return
     if args.method is None:
         width = max(map(len, METHODS))
         for name, method in METHODS.items():
-            print(f"{name:{width}s} {method.rule}")
+            print(f"{name:{width}s} {method.summary} ({method.paper})")
         return
     try:
         method = get(args.method)

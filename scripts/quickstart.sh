@@ -31,14 +31,14 @@ DEVICE=${DEVICE:-cpu}
 DATA=${QUICKSTART_DATA:-$REPO/deepnet_fairseq/corpora/multi30k}
 DIR=${QUICKSTART_DIR:-$REPO/runs/quickstart-$SIZE-$DEVICE}
 
-# Sizes. Every value was chosen from measured learning curves (README, "Quickstart").
+# Sizes. Every value was chosen from measured learning curves (docs/real-text.md).
 # WARMUP is fixed per size (not derived from the update count), so raising QUICKSTART_UPDATES
 # on a resumed run continues the same schedule.
 case "$SIZE/$DEVICE" in
   quickstart/cpu)
     TRAIN_LINES=29000 VOCAB=4000 LAYERS=6 DIM=128 FFN=512 HEADS=4 DROPOUT=0.1
     LR=1.5e-3 WARMUP=400 MAX_TOKENS=2048 DEFAULT_UPDATES=1200 ;;
-  quickstart/cuda)  # not measured here (no GPU was lent while writing it); see the README
+  quickstart/cuda)  # not measured here (no GPU was lent while writing it); see the README, "Quickstart"
     TRAIN_LINES=29000 VOCAB=8000 LAYERS=6 DIM=512 FFN=2048 HEADS=8 DROPOUT=0.3
     LR=7e-4 WARMUP=1000 MAX_TOKENS=8192 DEFAULT_UPDATES=6000 ;;
   smoke/*)

@@ -10,6 +10,7 @@ import torch
 
 import deepnet_fairseq
 
+deepnet_fairseq.register()  # the tests build models through fairseq in this process
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 USER_DIR = deepnet_fairseq.USER_DIR
 

@@ -47,9 +47,16 @@ def test_model_options_help_lists_the_deepnorm_options():
     assert "0.81 (N^4 M)^(1/16)" in " ".join(proc.stdout.split())
 
 
+@pytest.mark.parametrize("arch,flag", [("post_ln_transformer", "--encoder-layers"),
+                                       ("ds_init_transformer_tiny", "--ds-init-alpha")])
+def test_model_options_accepts_every_arch_the_plugin_registers(arch, flag):
+    """post_ln_transformer is built by fairseq's own model class, yet registered by the plugin."""
+    assert flag in run(["deepnet-model-options", "--arch", arch]).stdout
+
+
 @pytest.mark.parametrize("extra,message", [
-    (["--encoder-normalize-before"], "--encoder-normalize-before cannot be used with a DeepNet"),
-    (["--decoder-normalize-before"], "--decoder-normalize-before cannot be used with a DeepNet"),
+    (["--encoder-normalize-before"], "deepnet is a Post-LN method"),
+    (["--decoder-normalize-before"], "deepnet is a Post-LN method"),
     (["--encoder-layers", "0"], "--encoder-layers must be a positive number of layers"),
     (["--decoder-layers", "-2"], "--decoder-layers must be a positive number of layers"),
     (["--deepnorm-encoder-alpha", "0"], "--deepnorm-encoder-alpha must be positive"),

@@ -1,10 +1,10 @@
-"""The paper's constants: every row of DESIGN section 2's reference table and each formula."""
+"""The paper's constants: every row of docs/design.md's reference table and each formula."""
 
 import pytest
 
 from deepnet_fairseq import constants
 
-# N, M, alpha_e, beta_e, alpha_d, beta_d (DESIGN section 2 / the constants module docstring)
+# N, M, alpha_e, beta_e, alpha_d, beta_d (docs/design.md / the constants module docstring)
 REFERENCE = [
     (6, 6, 1.4179, 0.4970, 2.0598, 0.3433),
     (18, 18, 1.9987, 0.3526, 2.7108, 0.2608),

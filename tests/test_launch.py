@@ -368,3 +368,17 @@ def test_a_truncated_checkpoint_last_is_replaced_by_the_newest_complete_one(tmp_
     (tmp_path / "checkpoint_last.pt").write_bytes(whole[:100])
     runner.repair_last_checkpoint(str(tmp_path))
     assert torch.load(tmp_path / "checkpoint_last.pt") == {"updates": 3}
+
+
+def test_a_methods_declared_training_settings_reach_its_command():
+    """T-Fixup's declaration trains without warmup: the recipes use it unless the user says;
+    other methods keep the dataset's warmup."""
+    cfg, _, cmd = plan({**GPUS8, "METHOD": "t_fixup"})
+    assert option(cmd, "--warmup-updates") == "1"
+    assert cfg.sources["WARMUP"].startswith("method t_fixup")
+    cfg, _, cmd = plan({**GPUS8, "METHOD": "t_fixup", "WARMUP": "50"})
+    assert option(cmd, "--warmup-updates") == "50"
+    cfg, _, cmd = plan({**GPUS8, "METHOD": "deepnet"})
+    assert option(cmd, "--warmup-updates") == "4000"
+    with pytest.raises(SettingError, match="METHOD=t_fixp: unknown method"):
+        plan({**GPUS8, "METHOD": "t_fixp"})

@@ -56,7 +56,7 @@ def test_registry_lists_every_compared_method_and_the_optimizer_aware_forms():
     assert set(methods.METHODS) == compared | forms
     assert methods.get("rezero").train_args(4, 3) == [
         "--arch", "rezero_transformer", "--encoder-layers", "4", "--decoder-layers", "3"]
-    assert all(m.rule for m in methods.METHODS.values())
+    assert all(m.summary and m.paper for m in methods.METHODS.values())
 
 
 # Every compared method, and the two optimizer-aware forms with the most extreme constants (the
@@ -188,16 +188,16 @@ def test_admin_omega_starts_at_one_then_is_profiled_from_the_first_training_batc
                         "--decoder-layers", 2)
     batch = sample_batch(task)
     assert all(torch.all(layer.omega == 1) for layer in layers(admin))
-    assert not admin.admin_profiled
+    assert not admin.data_initialised
     # with omega = 1, Admin is Post-LN: same function as fairseq's with the same weights
     plain.load_state_dict({k: v for k, v in admin.state_dict().items()
-                           if "omega_" not in k and "admin_profiled" not in k}, strict=True)
+                           if "omega_" not in k and "data_initialised" not in k}, strict=True)
     assert torch.equal(logits(admin, batch), logits(plain, batch))
     variances = _branch_variances(plain, batch)
 
     admin.train()
     admin(**batch["net_input"])  # the first training forward profiles
-    assert admin.admin_profiled
+    assert admin.data_initialised
     for side in ("encoder", "decoder"):
         expected = torch.tensor(variances[side]).cumsum(0).sqrt()[:-1]  # before each sub-layer
         got = torch.stack([row for layer in getattr(admin, side).layers for row in layer.omega])
@@ -222,7 +222,7 @@ def test_admin_profiling_can_be_run_before_training(toy_data):
     batch = sample_batch(task)
     initialise_from_batch(rezero, batch["net_input"])  # no-op
     initialise_from_batch(admin, batch["net_input"])
-    assert admin.admin_profiled and admin.training  # its train mode is restored
+    assert admin.data_initialised and admin.training  # its train mode is restored
     assert admin.encoder.layers[1].omega[0, 0] > 1
 
 
@@ -239,7 +239,7 @@ def test_admin_profile_is_saved_in_checkpoints(toy_data, tmp_path):
     trainer.consolidate_optimizer()
     trainer.save_checkpoint(str(tmp_path / "c.pt"), {})
     (loaded,), _ = checkpoint_utils.load_model_ensemble([str(tmp_path / "c.pt")], task=task)
-    assert loaded.admin_profiled
+    assert loaded.data_initialised
     assert torch.equal(loaded.encoder.layers[1].omega, model.encoder.layers[1].omega)
     assert torch.equal(logits(loaded, batch), logits(model, batch))
 

@@ -5,12 +5,13 @@ cross-entropy criterion, a branch share against the sub-layer recomputed by hand
 layer's modules, and the source gain against a model that provably cannot see its source.
 """
 
+import csv
 import math
 
 import pytest
 import torch
 
-from conftest import build, sample_batch
+from conftest import USER_DIR, build, run, sample_batch
 from deepnet_fairseq.diagnostics.source_use import distinct_greedy, main, measure
 
 TINY = ("--encoder-layers", 2, "--decoder-layers", 2, "--share-all-embeddings")
@@ -76,3 +77,23 @@ def test_cli_rejects_missing_checkpoints(toy_data, capsys):
         main([str(toy_data), "--checkpoints", "no/such/checkpoint.pt"])
     assert stop.value.code == 2
     assert "checkpoint(s) not found: no/such/checkpoint.pt" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_writes_one_row_per_checkpoint(toy_data, tmp_path):
+    """deepnet-source-use on checkpoints of a real fairseq-train run, as docs/diagnostics.md
+    shows it: one CSV row per checkpoint, in update order, with the measured columns."""
+    save = tmp_path / "run"
+    run(["fairseq-train", str(toy_data), "--user-dir", USER_DIR, "--arch",
+         "deepnet_transformer_tiny", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
+         "--max-tokens", "512", "--max-update", "4", "--save-interval-updates", "2",
+         "--save-dir", str(save), "--no-epoch-checkpoints", "--disable-validation"])
+    checkpoints = sorted(str(p) for p in save.glob("checkpoint_*_*.pt"))
+    assert len(checkpoints) == 2
+    out = tmp_path / "source_use.csv"
+    run(["deepnet-source-use", str(toy_data), "--checkpoints", *checkpoints,
+         "--sentences", "16", "--out", str(out)])
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(row["update"]) for row in rows] == [2, 4]
+    assert all(math.isfinite(float(row["source_gain"])) for row in rows)

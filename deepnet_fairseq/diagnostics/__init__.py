@@ -10,8 +10,11 @@
 * ``source_use``    -- ``deepnet-source-use``: how much checkpoints' outputs depend on their source
   (NLL gain of the true source over another sentence's, each decoder sub-layer's branch share).
 
-Importing this package registers nothing but the monitored task (fairseq imports it through
-``--user-dir``, as the rest of the plugin).
+Importing this package registers the plugin with fairseq (``deepnet_fairseq.register``): the
+diagnostics build and train models through fairseq in their own process.
 """
 
+from .. import register
 from . import monitors  # noqa: F401  (registers the translation_monitored task)
+
+register()  # the diagnostics drive fairseq in this process: the plugin's models must be known

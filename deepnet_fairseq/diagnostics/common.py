@@ -7,25 +7,14 @@ import csv
 import io
 import os
 import sys
-import tempfile
 import time
 from typing import Dict, Iterable, List, Sequence
 
 import torch
 
 from .. import USER_DIR, methods
-from ..models.deepnet_transformer import tiny_size
-
-
-def tiny_width_args() -> List[str]:
-    """fairseq-train options of the 64-128-2 width, read from the plugin's tiny size so the
-    sizes live in one place; applied on top of any method's options."""
-    args = argparse.Namespace()
-    tiny_size(args)
-    return ["--encoder-embed-dim", str(args.encoder_embed_dim),
-            "--encoder-ffn-embed-dim", str(args.encoder_ffn_embed_dim),
-            "--encoder-attention-heads", str(args.encoder_attention_heads),
-            "--decoder-attention-heads", str(args.decoder_attention_heads)]
+from ..methods import tiny_width_args
+from ..recipes import atomic_open
 
 
 def method_names(value: str) -> List[str]:
@@ -106,18 +95,9 @@ def reverse_copy_batch(dictionary, batch_size: int, length: int, generator: torc
 
 
 def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` through a temporary file beside it and a rename."""
+    with atomic_open(path) as out:
+        out.write(text)
 
 
 def write_csv(path: str, rows: List[Dict], fields: Sequence[str], float_format: str) -> None:
@@ -132,17 +112,9 @@ def write_csv(path: str, rows: List[Dict], fields: Sequence[str], float_format: 
 
 
 def atomic_savefig(figure, path: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".png")
-    os.close(fd)
-    try:
-        figure.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Save ``figure`` as PNG at ``path`` through a temporary file beside it and a rename."""
+    with atomic_open(path, "wb") as out:
+        figure.savefig(out, format="png", dpi=120, bbox_inches="tight")
 
 
 def pyplot():

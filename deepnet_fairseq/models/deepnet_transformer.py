@@ -21,7 +21,7 @@ from fairseq.models.transformer import (
     base_architecture,
 )
 
-from .. import constants
+from .. import constants, methods
 from ..layers import DeepNormDecoderLayer, DeepNormEncoderLayer, wrap_for_training
 
 _OVERRIDE_HELP = (
@@ -117,23 +117,14 @@ def _validate(args) -> None:
     """Reject settings DeepNorm is not defined for, while fairseq parses the arguments
     (the arch hook runs there), so that a bad run stops before it writes anything."""
     form = args.deepnorm_constants
+    # the form's declaration says its LayerNorm placement: Post-LN, or Pre-LN (set here) for the
+    # pre_ln_* forms; this hook also runs again when fairseq rebuilds a model from a checkpoint
+    methods.get("deepnet" if form == "paper" else f"deepnet_{form}").set_layer_norm_placement(args)
     if constants.is_pre_ln_form(form):
-        # the Pre-LN forms are defined for Pre-LN layers (and alpha = 1): set them here; this
-        # hook also runs again when fairseq rebuilds the model from a checkpoint's args
-        for side in ("encoder", "decoder"):
-            setattr(args, f"{side}_normalize_before", True)
         for side in ("encoder", "decoder"):
             if getattr(args, f"deepnorm_{side}_alpha", None) not in (None, 1.0):
                 raise ValueError(f"--deepnorm-{side}-alpha cannot be used with "
                                  f"--deepnorm-constants {form}: Pre-LN has no skip-path scale")
-    for side in ("encoder", "decoder"):
-        if getattr(args, f"{side}_normalize_before", False) and not constants.is_pre_ln_form(form):
-            raise ValueError(
-                f"--{side}-normalize-before cannot be used with a DeepNet architecture "
-                f"(--arch {args.arch}): DeepNorm is a Post-LN method. Drop the flag, or train "
-                f"Pre-LN with --arch transformer --{side}-normalize-before (or DeepNorm's "
-                f"Pre-LN form with --deepnorm-constants pre_ln_adam)."
-            )
     deepnorm_constants(args)  # raises on non-positive depths or alpha/beta overrides
 
 
@@ -159,20 +150,9 @@ def deepnet_iwslt_architecture(args):
 
 @register_model_architecture("deepnet_transformer", "deepnet_transformer_tiny")
 def deepnet_tiny_architecture(args):
-    """64 hidden, 128 FFN, 2 heads (the paper's Figure 5 width), 2-2 layers: tests/debugging."""
-    tiny_size(args)
+    """``methods.TINY_SIZE``: 64 hidden, 128 FFN, 2 heads, 2-2 layers (tests, debugging)."""
+    methods.apply_tiny_size(args)
     deepnet_base_architecture(args)
-
-
-def tiny_size(args):
-    """Set the tiny size (64 / 128 / 2 heads, 2-2 layers) where not given: shared by every
-    method's ``_tiny`` architecture and the diagnostics."""
-    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", 64)
-    args.encoder_ffn_embed_dim = getattr(args, "encoder_ffn_embed_dim", 128)
-    args.encoder_attention_heads = getattr(args, "encoder_attention_heads", 2)
-    args.decoder_attention_heads = getattr(args, "decoder_attention_heads", 2)
-    args.encoder_layers = getattr(args, "encoder_layers", 2)
-    args.decoder_layers = getattr(args, "decoder_layers", 2)
 
 
 # The depths of the paper's tables: deepnet_transformer_{N}_{M} is base size with N encoder

@@ -1,16 +1,16 @@
-"""The compared methods as fairseq models and architectures, for encoder-decoder translation.
+"""The methods of ``deepnet_fairseq.methods`` as fairseq models and architectures.
 
-For each method ``m`` of ``method_layers`` this registers the model ``m_transformer`` and the
-architectures ``m_transformer`` (base size: 512 hidden, 2048 FFN, 8 heads; depth from
-``--encoder-layers`` / ``--decoder-layers``) and ``m_transformer_tiny`` (64 / 128 / 2, 2L-2L).
-Post-LN and Pre-LN are fairseq's own ``transformer`` under this plugin's naming
-(``post_ln_transformer``, ``pre_ln_transformer``, and ``_tiny``). Each arch hook sets the
-LayerNorm placement the method is defined for and rejects what it is not defined for, while
-fairseq parses the arguments, so that nothing is written to --save-dir.
+Everything here is derived from the method declarations: for each method with a layer rule of its
+own this registers the model ``<name>_transformer`` (fairseq's Transformer building the rule's
+layers) and, for every method but DeepNet (``deepnet_transformer``, which registers its own), the
+architectures ``<arch>`` (base size: 512 hidden, 2048 FFN, 8 heads; depth from
+``--encoder-layers`` / ``--decoder-layers``) and ``<arch>_tiny`` (64 / 128 / 2 heads, 2L-2L).
+Post-LN and Pre-LN are fairseq's own ``transformer`` under this plugin's naming. Each arch hook
+sets the LayerNorm placement the method is defined for and rejects what it is not defined for,
+while fairseq parses the arguments, so that nothing is written to --save-dir.
 """
 
-from dataclasses import dataclass, field, fields
-from typing import Optional
+from dataclasses import field, make_dataclass
 
 import torch
 from fairseq.dataclass import FairseqDataclass
@@ -24,10 +24,9 @@ from fairseq.models.transformer import (
     base_architecture,
 )
 
-from .. import constants
+from .. import constants, methods
 from ..layers import wrap_for_training
-from ..method_layers import LAYERS, DLCL, LayerAggregation, profile_admin_
-from .deepnet_transformer import tiny_size
+from ..method_layers import DLCL, LayerAggregation, layer_classes
 
 # --- stacks that build the method's layers -------------------------------------------------
 
@@ -70,66 +69,49 @@ class MethodDecoder(TransformerDecoderBase):
 
 
 class MethodTransformerModel(TransformerModel):
-    """fairseq's Transformer with the layers of ``rule`` (a key of ``method_layers.LAYERS``);
-    ``config`` declares the method's own options."""
+    """fairseq's Transformer whose layers are those of ``method.layers``; subclassed once per
+    method by ``register_method``.
 
-    rule: str = ""
-    config: Optional[type] = None
+    A rule that initialises from data (Admin's profiling) runs at the first forward in training
+    mode (inside the first ``fairseq-train`` update); the ``data_initialised`` buffer records it,
+    and the checkpoints keep it, so resuming or decoding never profiles again."""
+
+    method: methods.Method = None
+    config: type = None  # the method's own options, a FairseqDataclass
+
+    @classmethod
+    def rule(cls):
+        return layer_classes(cls.method.layers)[0]
 
     @classmethod
     def add_args(cls, parser):
         super().add_args(parser)
-        if cls.config is not None:
-            gen_parser_from_dataclass(parser, cls.config(), delete_default=True)
+        gen_parser_from_dataclass(parser, cls.config(), delete_default=True)
 
     @classmethod
     def build_encoder(cls, args, src_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return MethodEncoder(cfg, src_dict, embed_tokens, LAYERS[cls.rule][0])
+        return MethodEncoder(cfg, src_dict, embed_tokens, layer_classes(cls.method.layers)[0])
 
     @classmethod
     def build_decoder(cls, args, tgt_dict, embed_tokens):
         cfg = TransformerConfig.from_namespace(args)
-        return MethodDecoder(cfg, tgt_dict, embed_tokens, LAYERS[cls.rule][1],
+        return MethodDecoder(cfg, tgt_dict, embed_tokens, layer_classes(cls.method.layers)[1],
                              no_encoder_attn=cfg.no_cross_attention)
 
-
-# --- one model per method ------------------------------------------------------------------
-
-
-@dataclass
-class DSInitConfig(FairseqDataclass):
-    ds_init_alpha: float = field(
-        default=1.0,
-        metadata={"help": "DS-Init's alpha in (0, 1]: layer l's weights are Xavier-uniform with "
-                  "gain alpha/sqrt(l) (Zhang et al. 2019); chosen default 1"},
-    )
-
-
-@register_model("ds_init_transformer")
-class DSInitTransformerModel(MethodTransformerModel):
-    """Post-LN with depth-scaled init (DS-Init, Zhang, Titov & Sennrich 2019)."""
-    rule, config = "DSInit", DSInitConfig
-
-
-@register_model("lipschitz_transformer")
-class LipschitzTransformerModel(MethodTransformerModel):
-    """Post-LN with Lipschitz-constrained init (Xu et al. 2020)."""
-    rule = "Lipschitz"
-
-
-@register_model("admin_transformer")
-class AdminTransformerModel(MethodTransformerModel):
-    """Post-LN with Admin's omega (Liu et al. 2020), profiled on the first training batch.
-
-    The profiling pass runs automatically at the first forward in training mode (inside the
-    first ``fairseq-train`` update) and is recorded in the ``admin_profiled`` buffer, which the
-    checkpoints keep, so resuming or decoding never profiles again."""
-    rule = "Admin"
+    @classmethod
+    def build_embedding(cls, args, dictionary, embed_dim, path=None):
+        embedding = super().build_embedding(args, dictionary, embed_dim, path)
+        scale = cls.rule().embedding_scale(args)
+        if scale != 1.0:
+            with torch.no_grad():  # built once per distinct table, so shared tables scale once
+                embedding.weight.mul_(scale)
+        return embedding
 
     def __init__(self, args, encoder, decoder):
         super().__init__(args, encoder, decoder)
-        self.register_buffer("admin_profiled", torch.zeros((), dtype=torch.bool))
+        if self.rule().needs_batch_initialisation():
+            self.register_buffer("data_initialised", torch.zeros((), dtype=torch.bool))
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, **kwargs):
         if self.training:
@@ -138,83 +120,26 @@ class AdminTransformerModel(MethodTransformerModel):
         return super().forward(src_tokens, src_lengths, prev_output_tokens, **kwargs)
 
     def initialise_from_batch(self, net_input: dict) -> None:
-        """Run the profiling pass on ``net_input`` unless it has run. Call it yourself to
-        measure from the profiled start (e.g. theta_0 of a model-update probe)."""
-        if not bool(self.admin_profiled):
-            profile_admin_(self, net_input)
-            self.admin_profiled.fill_(True)
+        """Run the rule's data-dependent initialisation on ``net_input`` unless it has run.
+        Call it yourself to measure from the initialised start (theta_0 of a probe)."""
+        if hasattr(self, "data_initialised") and not bool(self.data_initialised):
+            self.rule().initialise_from_batch(self, net_input)
+            self.data_initialised.fill_(True)
 
 
 def initialise_from_batch(model, net_input: dict) -> None:
     """Complete any data-dependent initialisation (Admin's profiling) on one batch; a no-op for
     the other methods. Training does it by itself at the first update."""
-    if isinstance(model, AdminTransformerModel):
+    if isinstance(model, MethodTransformerModel):
         model.initialise_from_batch(net_input)
-
-
-@register_model("rezero_transformer")
-class ReZeroTransformerModel(MethodTransformerModel):
-    """No LayerNorm, x + a G(x) with a = 0 learnable (ReZero, Bachlechner et al. 2020)."""
-    rule = "ReZero"
-
-
-@register_model("r_fixup_transformer")
-class RFixupTransformerModel(MethodTransformerModel):
-    """No LayerNorm, Fixup's init and branch multipliers (Zhang, Dauphin & Ma 2019)."""
-    rule = "RFixup"
-
-
-@register_model("t_fixup_transformer")
-class TFixupTransformerModel(MethodTransformerModel):
-    """No LayerNorm, T-Fixup's init (Huang et al. 2020); input embeddings scaled (9M)^(-1/4)."""
-    rule = "TFixup"
-
-    @classmethod
-    def build_embedding(cls, args, dictionary, embed_dim, path=None):
-        embedding = super().build_embedding(args, dictionary, embed_dim, path)
-        _, decoder_scale = constants.t_fixup_scales(args.encoder_layers, args.decoder_layers)
-        with torch.no_grad():  # built once per distinct table, so shared tables scale once
-            embedding.weight.mul_(decoder_scale)
-        return embedding
-
-
-@register_model("dlcl_transformer")
-class DLCLTransformerModel(MethodTransformerModel):
-    """Pre-LN with dynamic linear combination of layers (DLCL, Wang et al. 2019)."""
-    rule = "DLCL"
-
-
-@register_model("normformer_transformer")
-class NormFormerTransformerModel(MethodTransformerModel):
-    """Pre-LN with NormFormer's extra norms and head scales in encoder and decoder."""
-    rule = "NormFormer"
 
 
 # --- architectures and their checks --------------------------------------------------------
 
-# method -> (the fairseq model it is built by, the LayerNorm placement it is defined for):
-# "post" (Post-LN; the --*-normalize-before flags are rejected), "pre" (Pre-LN, set by the
-# hook) or "none" (LayerNorm-free: Post-LN layers whose LNs are removed; flags rejected too).
-METHOD_MODELS = {
-    "post_ln": ("transformer", "post"), "pre_ln": ("transformer", "pre"),
-    "ds_init": ("ds_init_transformer", "post"), "lipschitz": ("lipschitz_transformer", "post"),
-    "admin": ("admin_transformer", "post"), "rezero": ("rezero_transformer", "none"),
-    "r_fixup": ("r_fixup_transformer", "none"), "t_fixup": ("t_fixup_transformer", "none"),
-    "dlcl": ("dlcl_transformer", "pre"), "normformer": ("normformer_transformer", "pre"),
-}
 
-
-def _validate(method: str, args) -> None:
-    placement = METHOD_MODELS[method][1]
-    for side in ("encoder", "decoder"):
-        if placement == "pre":
-            setattr(args, f"{side}_normalize_before", True)  # idempotent: the hook runs again
-        elif getattr(args, f"{side}_normalize_before", False):  # when a checkpoint is loaded
-            what = "a Post-LN method" if placement == "post" else "built without LayerNorm"
-            raise ValueError(
-                f"--{side}-normalize-before cannot be used with --arch {args.arch}: {method} is "
-                f"{what}. Drop the flag, or use --arch pre_ln_transformer for Pre-LN.")
-    if method == "dlcl":
+def _validate(method: methods.Method, args) -> None:
+    method.set_layer_norm_placement(args)
+    if method.layers == "DLCL":
         if getattr(args, "checkpoint_activations", False):
             raise ValueError(
                 f"--checkpoint-activations cannot be used with --arch {args.arch}: DLCL's layer "
@@ -228,33 +153,57 @@ def _validate(method: str, args) -> None:
                     f"{args.arch}: DLCL's aggregation weights are defined over all layers.")
     for side in ("encoder", "decoder"):
         constants._check_depth(f"--{side}-layers", getattr(args, f"{side}_layers"))
-    if method == "ds_init":
+    if method.name == "ds_init":
         constants.ds_init_gain(1, args.ds_init_alpha)  # raises outside (0, 1]
 
 
-def _base(method: str):
+def _base(method: methods.Method):
     def architecture(args):
-        config = getattr(MODEL_REGISTRY[METHOD_MODELS[method][0]], "config", None)
-        for f in fields(config) if config else ():
-            setattr(args, f.name, getattr(args, f.name, f.default))
+        for option in method.model_options:
+            setattr(args, option.name, getattr(args, option.name, option.default))
         base_architecture(args)
         _validate(method, args)
 
-    architecture.__doc__ = f"{method}: base size (512/2048/8 heads), depth from --*-layers."
+    architecture.__doc__ = f"{method.name}: base size (512/2048/8 heads), depth from --*-layers."
     return architecture
 
 
-def _tiny(method: str):
+def _tiny(method: methods.Method):
     base = _base(method)
 
     def architecture(args):
-        tiny_size(args)
+        methods.apply_tiny_size(args)
         base(args)
 
-    architecture.__doc__ = f"{method}: 64/128/2 heads, 2L-2L by default (tests, debugging)."
+    architecture.__doc__ = f"{method.name}: 64/128/2 heads, 2L-2L by default (tests, debugging)."
     return architecture
 
 
-for _method, (_model, _) in METHOD_MODELS.items():
-    register_model_architecture(_model, f"{_method}_transformer")(_base(_method))
-    register_model_architecture(_model, f"{_method}_transformer_tiny")(_tiny(_method))
+def _model_class(method: methods.Method) -> type:
+    config = make_dataclass(
+        f"{method.layers}Config",
+        [(o.name, float, field(default=o.default, metadata={"help": o.help}))
+         for o in method.model_options], bases=(FairseqDataclass,))
+    camel = "".join(part.title() for part in method.name.split("_"))
+    return type(f"{camel}TransformerModel", (MethodTransformerModel,),
+                {"method": method, "config": config, "__module__": __name__,
+                 "__doc__": f"{method.summary} ({method.paper})."})
+
+
+def register_method(method: methods.Method) -> methods.Method:
+    """Register a declared method with fairseq: its model (for a method with a layer rule of its
+    own) and its architectures. ``methods.add``s it first if it is not declared yet."""
+    if method.name not in methods.METHODS:
+        methods.add(method)
+    if method.layers is not None:
+        register_model(method.model)(_model_class(method))
+    elif method.model not in MODEL_REGISTRY:
+        raise ValueError(f"method {method.name}: no fairseq model named {method.model!r}")
+    if method.registers_arch:
+        register_model_architecture(method.model, method.arch)(_base(method))
+        register_model_architecture(method.model, f"{method.arch}_tiny")(_tiny(method))
+    return method
+
+
+for _method in list(methods.METHODS.values()):
+    register_method(_method)

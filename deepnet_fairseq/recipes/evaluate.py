@@ -83,6 +83,9 @@ def models_loaded_once():
     key: a direction whose vocabulary differs gets a model of its own."""
     from fairseq import checkpoint_utils
 
+    from .. import register
+
+    register()  # fairseq skips a --user-dir whose package is already imported
     original = checkpoint_utils.load_model_ensemble
     signature = inspect.signature(original)
     cache = {}
@@ -120,6 +123,10 @@ def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
     """fairseq-generate for one direction; returns the path of its output."""
     from fairseq import options
     from fairseq_cli.generate import main as generate_main
+
+    from .. import register
+
+    register()
 
     src, tgt = direction.split("-")
     final = os.path.join(out_dir, direction)

@@ -1,7 +1,7 @@
 """The paper's published numbers the recipes' tables are compared with (Wang et al. 2022).
 
-One place for them. Only numbers stated in the paper's text/tables as recorded in the
-project's DESIGN §5 are here; a cell the paper has but this file lacks is left blank in the
+One place for them. Only numbers stated in the paper's text/tables as transcribed in
+docs/methods.md are here; a cell the paper has but this file lacks is left blank in the
 reports rather than guessed.
 """
 

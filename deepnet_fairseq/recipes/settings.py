@@ -6,9 +6,10 @@ Where a value comes from, first match wins:
 2. the environment, ``<NAME>``, for every name except the prefix-only ones (``WORK``, which
    several HPC systems predefine, and ``PYTHON``): those are read only as ``DEEPNET_WORK`` /
    ``DEEPNET_PYTHON``;
-3. the config files, in this order: ``configs/$SIZE.sh`` (SIZE other than full), the
+3. the training settings of the method's declaration (``methods``: T-Fixup's warmup);
+4. the config files, in this order: ``configs/$SIZE.sh`` (SIZE other than full), the
    dataset's ``configs/<dataset>.sh``, ``configs/model/$MODEL.sh``, ``configs/machine/$DEVICE.sh``;
-4. the default below, or a value derived from other settings (``ENC_LAYERS`` from ``LAYERS``).
+5. the default below, or a value derived from other settings (``ENC_LAYERS`` from ``LAYERS``).
 
 Every value is checked (numbers are numbers, choices are among the choices). A variable that
 is not a setting but looks like one is an error, not ignored: any unknown ``DEEPNET_*`` name,
@@ -318,6 +319,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     size = cfg["SIZE"]
     if not re.fullmatch(r"[a-z0-9_-]+", size):
         raise SettingError(f"SIZE={size!r}: expected full, or the name of a configs/<SIZE>.sh")
+    _method_training(cfg)
     files = [] if size == "full" else [f"configs/{size}.sh"]
     if files and not os.path.isfile(os.path.join(repo, files[0])):
         raise SettingError(f"SIZE={size}: no {files[0]} in {repo} (SIZE is full, or the name of "
@@ -341,6 +343,21 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
         default(name)
     _derive(cfg, env)
     return cfg
+
+
+def _method_training(cfg: Settings) -> None:
+    """The training settings the method's paper prescribes (its declaration in ``methods``,
+    e.g. T-Fixup's warmup): above the config files, below the environment."""
+    from .. import methods
+
+    name = cfg["METHOD"] if "METHOD" in cfg else SETTINGS["METHOD"].default
+    try:
+        method = methods.get(name)
+    except ValueError as err:
+        raise SettingError(f"METHOD={name}: {err}") from None
+    for setting, value in method.training:
+        if setting not in cfg:
+            cfg.set(setting, value, f"method {name}: its paper's training setting")
 
 
 def _derive(cfg: Settings, env: Mapping[str, str]) -> None:

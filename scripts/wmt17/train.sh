@@ -11,7 +11,7 @@
 #   sbatch --nodes 4 --gpus-per-node 8 --wrap "bash scripts/wmt17/train.sh"  # srun, 32 GPUs
 #
 # Hardware: 8 x 80 GB GPUs (fewer work: --update-freq keeps the 524,288-token batch). Time
-# (estimated, not measured): 4 x the README table's figures, which are for 131,072 tokens per
+# (estimated, not measured): 4 x the figures of docs/reproducing.md's table, which are for 131,072 tokens per
 # update: 6L-6L ~1 day, 18L-18L ~2.5 days, 50L-50L ~7 days, 100L-100L ~18 days for 100k
 # updates on 8 x A100-80GB. Smoke size: ~15 s on 2 CPU cores.
 # Restarting resumes from checkpoint_last.pt; a finished run (ok or diverged) is not retrained.

@@ -1,0 +1,277 @@
+"""The core against independent references: every method's layers recomputed by hand from their
+own sub-modules (encoder and decoder: self-attention, cross-attention, FFN in order), DeepNorm's
+init against the normal distribution it must draw from, the constants a model was trained with
+travelling with its weights, and a new method added in one declaration."""
+
+import importlib.util
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO, USER_DIR, build, run, sample_batch
+from deepnet_fairseq import constants, methods
+from deepnet_fairseq.initialization import BETA_GAIN_ROLES, ROLES, deepnorm_init_
+
+NARROW = ["--encoder-embed-dim", 16, "--encoder-ffn-embed-dim", 32,
+          "--encoder-attention-heads", 2, "--decoder-attention-heads", 2]
+
+# method -> the sum of sub-layer i: f(layer, i, skip x, branch G), written from each paper's rule
+RESIDUAL_FORMS = {
+    "deepnet": lambda layer, i, x, g: layer.alpha * x + g,
+    "deepnet_adam": lambda layer, i, x, g: layer.alpha * x + g,
+    "deepnet_pre_ln_adam": lambda layer, i, x, g: x + g,
+    "post_ln": lambda layer, i, x, g: x + g,
+    "pre_ln": lambda layer, i, x, g: x + g,
+    "ds_init": lambda layer, i, x, g: x + g,
+    "lipschitz": lambda layer, i, x, g: x + g,
+    "admin": lambda layer, i, x, g: layer.omega[i] * x + g,
+    "rezero": lambda layer, i, x, g: x + layer.resweight * g,
+    "r_fixup": lambda layer, i, x, g: x + layer.multiplier[i] * g,
+    "t_fixup": lambda layer, i, x, g: x + g,
+    "normformer": lambda layer, i, x, g: x + g,
+}
+# DLCL's layers are Pre-LN layers fed by the stack's aggregation: tests/test_methods.py checks
+# that combination by hand.
+
+
+def _attention_branch(layer, g):
+    """NormFormer scales the heads of the self-attention output and normalises it."""
+    if getattr(layer, "c_attn", None) is None:  # fairseq's decoder layers hold None
+        return g
+    t, b, d = g.shape
+    heads = layer.c_attn.numel()
+    return layer.attn_ln((g.view(t, b, heads, d // heads) * layer.c_attn[:, None]).view(t, b, d))
+
+
+def _ffn_branch(layer, h):
+    inner = layer.activation_fn(layer.fc1(h))
+    if getattr(layer, "ffn_layernorm", None) is not None:  # NormFormer: LN inside the FFN
+        inner = layer.ffn_layernorm(inner)
+    return layer.fc2.forward(inner)  # .forward: the sub-module alone, without the rule's hooks
+
+
+def hand_written(layer, method, x, encoder_out=None):
+    """One layer's output from its sub-modules, in the order self-attention, cross-attention,
+    FFN, with the method's sum and its LayerNorm placement (eval mode: no dropout). Sub-modules
+    are called through ``.forward``, so that the hooks a rule adds (NormFormer's encoder) are
+    not counted twice: the reference applies what they do itself."""
+    form = RESIDUAL_FORMS[method.name]
+    pre = layer.normalize_before
+
+    def sublayer(i, h, norm, branch):
+        g = branch(norm(h) if pre else h)
+        out = form(layer, i, h, g)
+        return out if pre else norm(out)
+
+    t = x.size(0)
+    causal = torch.triu(torch.full((t, t), float("-inf")), 1) if encoder_out is not None else None
+    h = sublayer(0, x, layer.self_attn_layer_norm, lambda q: _attention_branch(
+        layer, layer.self_attn.forward(query=q, key=q, value=q, attn_mask=causal,
+                                       need_weights=False)[0]))
+    i = 1
+    if encoder_out is not None:
+        h = sublayer(1, h, layer.encoder_attn_layer_norm, lambda q: layer.encoder_attn(
+            query=q, key=encoder_out, value=encoder_out, static_kv=True, need_weights=False)[0])
+        i = 2
+    return sublayer(i, h, layer.final_layer_norm, lambda q: _ffn_branch(layer, q))
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+@pytest.mark.parametrize("name", sorted(RESIDUAL_FORMS))
+def test_layer_equals_its_rule_written_by_hand(toy_data, name, side):
+    """Alpha on the skip path (not the branch), Admin's omega, ReZero's and Fixup's scalars, each
+    LayerNorm where the method puts it: a layer differing in any of them fails here."""
+    method = methods.get(name)
+    model, _, _ = build(toy_data, *method.train_args(3, 2)[1:], *NARROW)
+    layer = getattr(model, side).layers[1].eval()
+    with torch.no_grad():
+        for n, p in layer.named_parameters():  # learnable scalars away from their start values
+            if n in ("resweight", "multiplier", "omega_delta", "c_attn"):
+                p.add_(torch.rand_like(p) + 0.5)
+            if n.endswith(("fc2.weight", "out_proj.weight")) and not p.any():
+                p.normal_(0, 0.1)  # R-Fixup's zero branch ends would hide the branch
+        x = torch.randn(5, 3, layer.embed_dim)
+        if side == "encoder":
+            actual, expected = layer(x, None), hand_written(layer, method, x)
+        else:
+            enc = torch.randn(7, 3, layer.embed_dim)
+            mask = torch.triu(torch.full((5, 5), float("-inf")), 1)
+            actual = layer(x, enc, None, self_attn_mask=mask)[0]
+            expected = hand_written(layer, method, x, encoder_out=enc)
+    if name.startswith("deepnet") and name != "deepnet_pre_ln_adam":
+        assert layer.alpha > 1.05  # the placement of alpha is visible
+    assert torch.allclose(actual, expected, atol=1e-5), (actual - expected).abs().max()
+
+
+# --- DeepNorm's init: the distribution, not only the scale ------------------------------------
+
+
+def ks_statistic_against_normal(sample: torch.Tensor, std: float) -> float:
+    """Kolmogorov-Smirnov distance between the sample's empirical CDF and N(0, std^2)."""
+    x, _ = sample.flatten().double().sort()
+    n = x.numel()
+    cdf = 0.5 * (1 + torch.erf(x / (std * math.sqrt(2))))
+    upper = torch.arange(1, n + 1, dtype=torch.float64) / n
+    return max((upper - cdf).abs().max().item(), (cdf - (upper - 1 / n)).abs().max().item())
+
+
+def test_ks_statistic_separates_normal_from_uniform_of_the_same_std():
+    """The reference itself: a uniform draw of the right std is 0.058 away from the normal."""
+    torch.manual_seed(0)
+    normal = torch.randn(256, 512) * 0.1
+    uniform = (torch.rand(256, 512) * 2 - 1) * 0.1 * math.sqrt(3)
+    assert ks_statistic_against_normal(normal, 0.1) < 0.01
+    assert ks_statistic_against_normal(uniform, 0.1) > 0.05
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_deepnorm_weights_are_xavier_normal_with_their_gain(toy_data, side):
+    """Each role's weights follow N(0, (gain sqrt(2/(fan_in+fan_out)))^2): Xavier-uniform with
+    the same std, or the right shape with the wrong gain, fails (KS 1% critical value for the
+    smallest matrix, 256 x 256, is 0.0064; we allow 0.01)."""
+    model, _, _ = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3,
+                        "--decoder-layers", 2, "--encoder-embed-dim", 256,
+                        "--encoder-ffn-embed-dim", 512, "--decoder-embed-dim", 256,
+                        "--decoder-ffn-embed-dim", 512)
+    c = constants.encoder_decoder(3, 2)
+    beta = c.encoder_beta if side == "encoder" else c.decoder_beta
+    layer = getattr(model, side).layers[0]
+    modules = dict(layer.named_modules())
+    for role in ROLES:
+        if role not in modules:
+            continue
+        weight = modules[role].weight.detach()
+        fan_out, fan_in = weight.shape
+        std = (beta if role in BETA_GAIN_ROLES else 1.0) * math.sqrt(2.0 / (fan_in + fan_out))
+        assert ks_statistic_against_normal(weight, std) < 0.01, role
+
+
+def test_deepnorm_init_raises_when_a_role_is_missing():
+    """A renamed or wrapped sub-module is an error, never left at fairseq's init."""
+    from fairseq.models.transformer import TransformerConfig
+    from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+    cfg = TransformerConfig()
+    cfg.encoder.embed_dim, cfg.encoder.ffn_embed_dim, cfg.encoder.attention_heads = 16, 32, 2
+    layer = TransformerEncoderLayerBase(cfg)
+    layer.ffn_in = layer.fc1
+    del layer.fc1
+    with pytest.raises(ValueError, match="no sub-module fc1"):
+        deepnorm_init_(layer, beta=0.5)
+
+
+# --- the trained constants travel with the model ----------------------------------------------
+
+
+def _alphas(model):
+    return [layer.alpha for stack in (model.encoder, model.decoder) for layer in stack.layers]
+
+
+def _logits(model, batch):
+    model.eval()
+    with torch.no_grad():
+        return model(**batch["net_input"])[0]
+
+
+def test_loading_keeps_the_alpha_a_model_was_trained_with(toy_data):
+    """Weights of a 3-2 paper-constant model loaded into one whose arguments give other
+    constants (the Adam form) compute the trained function."""
+    trained, task, _ = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3)
+    other, _, _ = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3,
+                        "--deepnorm-constants", "adam", seed=2)
+    assert _alphas(other) != _alphas(trained)
+    other.load_state_dict(trained.state_dict())
+    assert _alphas(other) == _alphas(trained)
+    batch = sample_batch(task)
+    assert torch.equal(_logits(other, batch), _logits(trained, batch))
+
+
+def test_fp16_rounded_record_keeps_the_exact_alpha_and_old_checkpoints_load(toy_data):
+    model, _, _ = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3)
+    built = _alphas(model)
+    state = model.state_dict()
+    half = {k: (v.half() if k.endswith("deepnorm_constants") else v) for k, v in state.items()}
+    model.load_state_dict(half)
+    assert _alphas(model) == built  # within fp16 rounding: the exact value is kept
+    old = {k: v for k, v in state.items() if not k.endswith("deepnorm_constants")}
+    model.load_state_dict(old)  # recorded before this change: the built constants
+    assert _alphas(model) == built
+
+
+def test_fewer_encoder_layers_on_load_keep_the_trained_alpha(toy_data, tmp_path):
+    """A checkpoint of a 3-2 model loaded with --encoder-layers-to-keep 0,2 (N becomes 2 in
+    the arguments): the two kept layers use the alpha they were trained with, not N = 2's."""
+    from fairseq import checkpoint_utils
+    from fairseq.trainer import Trainer
+
+    model, task, cfg = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3,
+                             "--optimizer", "adam", "--lr", 1e-3)
+    trainer = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+    trainer.consolidate_optimizer()
+    trainer.save_checkpoint(str(tmp_path / "c.pt"), {})
+    (loaded,), _ = checkpoint_utils.load_model_ensemble(
+        [str(tmp_path / "c.pt")], task=task,
+        # fairseq's pruning drops the layers of a stack without a list: keep the decoder's
+        arg_overrides={"encoder_layers_to_keep": "0,2", "decoder_layers_to_keep": "0,1"})
+    assert len(loaded.encoder.layers) == 2
+    trained = constants.encoder_decoder(3, 2).encoder_alpha
+    assert constants.encoder_decoder(2, 2).encoder_alpha != pytest.approx(trained)
+    assert [layer.alpha for layer in loaded.encoder.layers] == [trained, trained]
+
+
+# --- light imports ----------------------------------------------------------------------------
+
+
+def test_pure_modules_import_without_torch_or_fairseq():
+    code = ("import sys, deepnet_fairseq.constants, deepnet_fairseq.methods, "
+            "deepnet_fairseq.recipes.settings, deepnet_fairseq.recipes.paper; "
+            "print(sorted(m for m in ('torch', 'fairseq') if m in sys.modules))")
+    out = run([sys.executable, "-c", code]).stdout
+    assert out.strip() == "[]"
+
+
+# --- a new method in one declaration (docs/methods.md) ----------------------------------------
+
+EXAMPLE = os.path.join(REPO, "docs", "examples", "half_branch")
+
+
+def test_docs_show_the_example_method_as_it_is():
+    with open(os.path.join(REPO, "docs", "methods.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    with open(os.path.join(EXAMPLE, "__init__.py"), encoding="utf-8") as f:
+        assert f.read() in blocks
+
+
+def test_a_method_declared_once_trains_with_fairseq_train(toy_data, tmp_path):
+    """The example's one declaration gives a fairseq model, its archs and a method name; the
+    layer computes LN(x + G(x)/2) and fairseq-train trains it through its own user dir."""
+    spec = importlib.util.spec_from_file_location("half_branch", os.path.join(EXAMPLE, "__init__.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["half_branch"] = module  # as fairseq's --user-dir would name it
+    spec.loader.exec_module(module)
+    try:
+        method = methods.get("half_branch")
+        model, _, _ = build(toy_data, "half_branch_transformer_tiny", "--encoder-layers", 2)
+    finally:  # the registry other tests enumerate stays as declared
+        methods.METHODS.pop("half_branch", None)
+    RESIDUAL_FORMS["half_branch"] = lambda layer, i, x, g: x + 0.5 * g
+    layer = model.decoder.layers[0].eval()
+    x, enc = torch.randn(4, 2, 64), torch.randn(6, 2, 64)
+    mask = torch.triu(torch.full((4, 4), float("-inf")), 1)
+    with torch.no_grad():
+        assert torch.allclose(layer(x, enc, None, self_attn_mask=mask)[0],
+                              hand_written(layer, method, x, encoder_out=enc), atol=1e-5)
+    proc = subprocess.run(
+        ["fairseq-train", str(toy_data), "--user-dir", EXAMPLE, "--arch",
+         "half_branch_transformer_tiny", "--cpu", "--optimizer", "adam", "--lr", "1e-3",
+         "--max-tokens", "512", "--max-update", "2", "--save-dir", str(tmp_path / "ckpt"),
+         "--no-epoch-checkpoints", "--disable-validation"],
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.path.exists(tmp_path / "ckpt" / "checkpoint_last.pt")
+    assert USER_DIR  # the plugin itself is loaded by the example, not passed separately
