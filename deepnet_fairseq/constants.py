@@ -202,3 +202,59 @@ def fixup_scale(residual_branches: int, branch_depth: int = 2) -> float:
     if branch_depth < 2:
         raise ValueError("Fixup's scaling needs branches of at least two weight layers")
     return residual_branches ** (-1 / (2 * branch_depth - 2))
+
+
+# --------------------------------------------------------------------------------------------
+# LayerNorm step multiplier (beyond the paper and Su; --deepnorm-ln-lr-multiplier, issue 12).
+#
+# The paper's analysis, and Su's above, treat LayerNorm as parameter-free. It is not: a Post-LN
+# sub-layer computes y = LN(alpha x + F(x)) = g * normalise(alpha x + F(x)) + b, and its gain g
+# (starts at 1) and bias b (starts at 0) act on the output directly.
+#   B1. A change dg, db of one sub-layer's LN moves its output y by about |dg| + |db| per
+#       feature: no 1/alpha in front, unlike a branch weight (A1).
+#   B2. The next sub-layer computes LN(alpha y + F(y)); its LN divides by about alpha, so the
+#       change of y passes up the skip path almost unchanged (its mean and its component along
+#       y are removed), and so on to the top of the stack.
+#   B3. Backward, the same skip path carries the output gradient down almost unchanged, so the
+#       gradient reaching g and b is about the output gradient (no lambda/alpha as in A2).
+# With A3 the L LayerNorms' steps add up: an LN step s moves the output by about L * s, linear
+# in depth whatever alpha and lambda are (measured: docs/figure5.md). Per optimizer (A4, B3) one
+# step moves an LN parameter, and so the output, by about
+#   SGD  eta * |output grad|;   Adam  eta;   LAMB  eta * |theta| = eta
+# (LAMB: |g| = 1; b starts at 0, where the trust ratio falls back to 1), while one step of a
+# branch weight moves the output by (A1, A2, A4)
+#   SGD  eta lambda^2/alpha^2 * |output grad|;   Adam  eta lambda/alpha;   LAMB  eta lambda^2/alpha.
+# Multiplying the LN parameters' learning rate by the ratio of the two,
+#   k = lambda^2 / alpha^2   (SGD; also the paper's constants, lambda = beta: its analysis is SGD's)
+#   k = lambda / alpha       (Adam)
+#   k = lambda^2 / alpha     (LAMB)
+# makes every LN parameter move the output as much as one branch weight does, so the depth
+# condition the constants impose on the weights (L * contribution = const) bounds the LN part
+# too. For the optimizer-aware forms that condition makes k = 1/L exactly (L = 2N encoder,
+# 3M decoder); for the paper's constants k = (0.87/0.81)^2 (N^4 M)^(-1/4) on the encoder and
+# 1/(6M) on the decoder: 2.31 M^(-1/4) / L and 1/(2L), i.e. 1/L up to factors as the paper's
+# constants are Su's SGD form up to factors (encoder 1.47/L at 6L-6L, 0.73/L at 100L-100L).
+# Pre-LN (x + F(LN(x))): the LN sits inside the branch and its change reaches the output
+# through the branch's weights, as a weight's does; only the final LN acts directly, once.
+# Nothing adds up with depth: k = 1.
+# --------------------------------------------------------------------------------------------
+
+_LAYERNORM_MULTIPLIER = {
+    "paper": lambda alpha, lam: (lam / alpha) ** 2,
+    "sgd": lambda alpha, lam: (lam / alpha) ** 2,
+    "adam": lambda alpha, lam: lam / alpha,
+    "lamb": lambda alpha, lam: lam**2 / alpha,
+}
+
+
+def layernorm_lr_multiplier(alpha: float, lam: float, form: str = "paper") -> float:
+    """Learning-rate multiplier of the LayerNorm gains and biases of a stack whose sub-layers use
+    skip-path scale ``alpha`` and init gain ``lam`` (beta) in the --deepnorm-constants ``form``."""
+    if form not in CONSTANT_FORMS:
+        raise ValueError(f"unknown --deepnorm-constants {form!r}; choose one of "
+                         f"{', '.join(CONSTANT_FORMS)}")
+    if not (alpha > 0 and lam > 0):
+        raise ValueError(f"alpha and beta must be positive, got {alpha} and {lam}")
+    if is_pre_ln_form(form):
+        return 1.0
+    return _LAYERNORM_MULTIPLIER[form](alpha, lam)

@@ -21,7 +21,7 @@ from fairseq.models.transformer import (
     base_architecture,
 )
 
-from .. import constants, methods
+from .. import constants, layernorm_lr, methods
 from ..layers import DeepNormDecoderLayer, DeepNormEncoderLayer, wrap_for_training
 
 _OVERRIDE_HELP = (
@@ -59,6 +59,8 @@ class DeepNormConfig(FairseqDataclass):
                   "('sgd', 'adam', 'lamb'; 'pre_ln_sgd', 'pre_ln_adam', 'pre_ln_lamb' build "
                   "Pre-LN layers with alpha = 1); see deepnet_fairseq/constants.py"},
     )
+    deepnorm_ln_lr_multiplier: Optional[str] = field(
+        default=None, metadata={"help": layernorm_lr.HELP})
 
 
 _OVERRIDABLE = ("encoder_alpha", "encoder_beta", "decoder_alpha", "decoder_beta")
@@ -112,6 +114,14 @@ class DeepNetTransformerModel(TransformerModel):
         cfg = TransformerConfig.from_namespace(args)
         return DeepNetDecoder(cfg, tgt_dict, embed_tokens, no_encoder_attn=cfg.no_cross_attention)
 
+    @classmethod
+    def build_model(cls, args, task):
+        model = super().build_model(args, task)
+        layernorm_lr.tag_model(model, layernorm_lr.stack_multipliers(
+            getattr(args, "deepnorm_ln_lr_multiplier", None), deepnorm_constants(args),
+            getattr(args, "deepnorm_constants", None) or "paper"))
+        return model
+
 
 def _validate(args) -> None:
     """Reject settings DeepNorm is not defined for, while fairseq parses the arguments
@@ -126,6 +136,7 @@ def _validate(args) -> None:
                 raise ValueError(f"--deepnorm-{side}-alpha cannot be used with "
                                  f"--deepnorm-constants {form}: Pre-LN has no skip-path scale")
     deepnorm_constants(args)  # raises on non-positive depths or alpha/beta overrides
+    layernorm_lr.validate(args)
 
 
 @register_model_architecture("deepnet_transformer", "deepnet_transformer")
@@ -134,6 +145,7 @@ def deepnet_base_architecture(args):
     for name in _OVERRIDABLE:
         setattr(args, f"deepnorm_{name}", getattr(args, f"deepnorm_{name}", None))
     args.deepnorm_constants = getattr(args, "deepnorm_constants", None) or "paper"
+    args.deepnorm_ln_lr_multiplier = getattr(args, "deepnorm_ln_lr_multiplier", None)
     base_architecture(args)
     _validate(args)
 

@@ -1,0 +1,189 @@
+"""``--deepnorm-ln-lr-multiplier``: scale the learning rate of the DeepNorm layers' LayerNorm
+gains and biases (issue 12's remedy; the derivation is in ``constants.py``).
+
+    --deepnorm-ln-lr-multiplier auto    # k from the depths and --deepnorm-constants, per stack
+    --deepnorm-ln-lr-multiplier 0.05    # one given k for every layer's LayerNorms
+    (absent)                            # off: LayerNorms train like every other parameter
+
+How it is applied, and why this way:
+
+* The model tags each LayerNorm parameter of its layers with fairseq's per-parameter
+  ``optim_overrides`` attribute (``{OVERRIDE_KEY: k}``). fairseq's FP16 optimizer copies that
+  attribute to its fp32 master copies (``--fp16-no-flatten-grads``), so the tag reaches whichever
+  tensor the optimizer really steps.
+* A torch optimizer step hook (``torch.optim.optimizer.register_optimizer_step_{pre,post}_hook``,
+  registered once when this module is imported) turns every step of a tagged parameter
+  ``before -> after`` into ``before + k (after - before)``. For every fairseq optimizer whose step
+  is proportional to the learning rate (sgd, nag, adam, lamb, adamax, adagrad, adadelta; not
+  adafactor's relative step) this is exactly the step with learning rate k * lr, weight decay
+  included, while the optimizer state (momenta, second moments) is what it would be with an lr
+  multiplier too: Adam's moments do not depend on lr.
+
+Why not a separate torch parameter group with its own lr: fairseq's ``set_lr`` gives every
+group the same lr on every update, and an extra group changes the optimizer state layout, so a
+checkpoint of a run without the option could not be resumed with it (nor the reverse). Why not
+fairseq's ``--optimizer composite`` (which reads ``optim_overrides['optimizer']['lr_scale']``):
+it must be configured by hand per group, optimizer and scheduler (not expressible as a model
+option), and it keeps its sub-optimizers in class-level dictionaries shared by every instance.
+The hook keeps the user's ``--optimizer``/``--lr-scheduler`` untouched, follows every lr
+schedule (the step already holds the current lr), leaves checkpoints unchanged, and acts the
+same on every distributed worker (each imports the plugin and tags its replica).
+
+Not supported, with an error at argument parsing: ``--fp16``/``--bf16`` with flattened grads (all
+parameters live in one fp32 buffer: add ``--fp16-no-flatten-grads`` or use
+``--memory-efficient-fp16``), ``--ddp-backend fully_sharded`` (it flattens parameters too) and
+``--optimizer composite``.
+"""
+
+import weakref
+from typing import Dict, List, Optional, Tuple, Union
+
+import torch
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
+
+from . import constants
+
+OPTION = "--deepnorm-ln-lr-multiplier"
+OVERRIDE_KEY = "deepnorm_ln_lr_multiplier"
+"""Key of ``p.optim_overrides`` that carries a parameter's multiplier (read only by this module)."""
+
+HELP = ("learning-rate multiplier of the LayerNorm gains and biases of every DeepNorm layer: "
+        "'auto' derives it per stack from the depths and --deepnorm-constants (Post-LN forms: "
+        "1/L with L = 2N encoder, 3M decoder; paper: beta^2/alpha^2; Pre-LN forms: 1), a number "
+        "sets it; default: off. Applied to the optimizer's step of those parameters; see "
+        "deepnet_fairseq/layernorm_lr.py and constants.py")
+
+
+def parse(value) -> Union[None, str, float]:
+    """None (off), "auto", or a positive float, from the option's value."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not number > 0 or number == float("inf"):
+        raise ValueError(f"{OPTION} must be 'auto' or a positive number, got {value!r}")
+    return number
+
+
+def validate(args) -> None:
+    """Reject, while fairseq parses the arguments, the settings where the optimizer does not step
+    the model's own parameter tensors (so the tag cannot reach it)."""
+    if parse(getattr(args, "deepnorm_ln_lr_multiplier", None)) is None:
+        return
+    half = getattr(args, "fp16", False) or getattr(args, "bf16", False)
+    flat = not (getattr(args, "amp", False) or getattr(args, "fp16_no_flatten_grads", False)
+                or getattr(args, "memory_efficient_fp16", False)
+                or getattr(args, "memory_efficient_bf16", False))
+    if half and flat:
+        raise ValueError(
+            f"{OPTION} needs the optimizer to step each parameter tensor, but --fp16/--bf16 "
+            f"flattens all parameters into one fp32 buffer: add --fp16-no-flatten-grads (or use "
+            f"--memory-efficient-fp16, or --amp)")
+    if getattr(args, "ddp_backend", None) == "fully_sharded":
+        raise ValueError(f"{OPTION} cannot be used with --ddp-backend fully_sharded, which "
+                         f"flattens the parameters; use --ddp-backend pytorch_ddp (the default)")
+    if getattr(args, "optimizer", None) == "composite":
+        raise ValueError(f"{OPTION} cannot be used with --optimizer composite: set the "
+                         f"LayerNorms' lr_scale in the composite groups instead, or use a plain "
+                         f"optimizer")
+
+
+def stack_multipliers(value, c: constants.DeepNormConstants, form: str
+                      ) -> Dict[str, Optional[float]]:
+    """{"encoder": k, "decoder": k} of the option's ``value`` for constants ``c`` in ``form``;
+    None for a side the model does not have (or when the option is off)."""
+    value = parse(value)
+    result = {}
+    for side in ("encoder", "decoder"):
+        alpha, beta = getattr(c, f"{side}_alpha"), getattr(c, f"{side}_beta")
+        if value is None or alpha is None:
+            result[side] = None
+        elif value == "auto":
+            result[side] = constants.layernorm_lr_multiplier(alpha, beta, form)
+        else:
+            result[side] = value
+    return result
+
+
+def is_layernorm(name: str) -> bool:
+    """Whether a parameter name (``model.named_parameters()``) belongs to a LayerNorm: fairseq
+    names them ``*layer_norm*`` (self_attn_, encoder_attn_, final_) or ``layernorm_embedding``."""
+    return any("layer_norm" in part or "layernorm" in part for part in name.split("."))
+
+
+def tag_model(model: torch.nn.Module, multipliers: Dict[str, Optional[float]]) -> int:
+    """Tag the LayerNorm parameters of ``model.{encoder,decoder}.layers`` with their side's
+    multiplier; returns the number of tensors tagged. Embedding and final LayerNorms act once,
+    not once per sub-layer, and keep the plain learning rate."""
+    tagged = 0
+    for side, k in multipliers.items():
+        stack = getattr(model, side, None)
+        if k is None or stack is None or not hasattr(stack, "layers"):
+            continue
+        for name, p in stack.layers.named_parameters():
+            if is_layernorm(name):
+                p.optim_overrides = {OVERRIDE_KEY: float(k)}
+                tagged += 1
+    return tagged
+
+
+def multiplier_of(p: torch.Tensor) -> Optional[float]:
+    overrides = getattr(p, "optim_overrides", None)
+    if isinstance(overrides, dict):
+        return overrides.get(OVERRIDE_KEY)
+    return None
+
+
+# --- the optimizer step hook ----------------------------------------------------------------
+
+# optimizer -> (number of parameters per group, [(parameter, k)]): which of its parameters are
+# tagged, recomputed when its groups change
+_TAGGED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# optimizer -> [(parameter, value before the step, k)] while its step runs
+_PENDING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# ids of the parameters some running step has saved: an optimizer stepping inside another's
+# step (ZeRO's OSS steps a per-rank optimizer) leaves them to the outer one, so k applies once
+_CLAIMED: set = set()
+
+
+def _tagged(optimizer) -> List[Tuple[torch.Tensor, float]]:
+    signature = tuple(len(group["params"]) for group in optimizer.param_groups)
+    cached = _TAGGED.get(optimizer)
+    if cached is None or cached[0] != signature:
+        found = [(p, k) for group in optimizer.param_groups for p in group["params"]
+                 if (k := multiplier_of(p)) is not None and k != 1.0]
+        cached = (signature, found)
+        _TAGGED[optimizer] = cached
+    return cached[1]
+
+
+def _before_step(optimizer, args, kwargs) -> None:
+    stale = _PENDING.pop(optimizer, None)  # its previous step raised before the post hook
+    if stale:
+        _CLAIMED.difference_update(id(p) for p, _, _ in stale)
+    entries = []
+    for p, k in _tagged(optimizer):
+        if id(p) not in _CLAIMED:
+            entries.append((p, p.detach().clone(), k))
+            _CLAIMED.add(id(p))
+    if entries:
+        _PENDING[optimizer] = entries
+
+
+def _after_step(optimizer, args, kwargs) -> None:
+    entries = _PENDING.pop(optimizer, None)
+    if not entries:
+        return
+    with torch.no_grad():
+        for p, before, k in entries:
+            _CLAIMED.discard(id(p))
+            p.lerp_(before, 1.0 - k)  # after + (1 - k)(before - after) = before + k (after - before)
+
+
+_HOOKS = (register_optimizer_step_pre_hook(_before_step),
+          register_optimizer_step_post_hook(_after_step))

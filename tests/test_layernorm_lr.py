@@ -1,0 +1,182 @@
+"""The LayerNorm learning-rate multiplier (--deepnorm-ln-lr-multiplier, layernorm_lr.py): its
+values per --deepnorm-constants form, that one update changes only the LayerNorm parameters'
+step and scales it by exactly the multiplier, its argument checks, and fairseq-train with it
+(resumed from checkpoint_last.pt)."""
+
+import os
+
+import pytest
+import torch
+
+from conftest import USER_DIR, run
+from deepnet_fairseq import constants, layernorm_lr
+
+# (form, N, M, encoder k, decoder k), computed by hand from constants.py's derivation:
+# paper k = beta^2/alpha^2: encoder (0.87/0.81)^2 (N^4 M)^(-1/4), decoder 1/(6M);
+# the optimizer-aware Post-LN forms k = 1/L, L = 2N (encoder), 3M (decoder); Pre-LN forms 1.
+PINNED = [
+    ("paper", 6, 6, 0.1228512, 1 / 36),
+    ("paper", 100, 100, 0.0036481, 1 / 600),
+    ("paper", 18, 6, 0.0409504, 1 / 36),  # encoder: (0.3776 / 1.8661)^2 of the reference table
+    ("sgd", 6, 6, 1 / 12, 1 / 18),
+    ("adam", 6, 6, 1 / 12, 1 / 18),
+    ("adam", 100, 100, 1 / 200, 1 / 300),
+    ("lamb", 50, 18, 1 / 100, 1 / 54),
+    ("pre_ln_adam", 100, 100, 1.0, 1.0),
+    ("pre_ln_sgd", 6, 6, 1.0, 1.0),
+]
+
+
+@pytest.mark.parametrize("form,n,m,k_enc,k_dec", PINNED, ids=[f"{r[0]}-{r[1]}-{r[2]}" for r in PINNED])
+def test_multiplier_per_form_is_pinned(form, n, m, k_enc, k_dec):
+    c = constants.encoder_decoder_for(n, m, form)
+    k = layernorm_lr.stack_multipliers("auto", c, form)
+    assert k["encoder"] == pytest.approx(k_enc, rel=1e-5)
+    assert k["decoder"] == pytest.approx(k_dec, rel=1e-5)
+
+
+def test_option_values():
+    c = constants.encoder_decoder(6, 6)
+    assert layernorm_lr.stack_multipliers(None, c, "paper") == {"encoder": None, "decoder": None}
+    assert layernorm_lr.stack_multipliers("0.25", c, "paper") == {"encoder": 0.25, "decoder": 0.25}
+    for bad in ("0", "-1", "fast", "inf", "nan"):
+        with pytest.raises(ValueError, match="'auto' or a positive number"):
+            layernorm_lr.parse(bad)
+    with pytest.raises(ValueError, match="unknown --deepnorm-constants"):
+        constants.layernorm_lr_multiplier(1.0, 1.0, "rmsprop")
+
+
+def _parse(tmp_path, *extra):
+    from fairseq import options
+
+    from deepnet_fairseq.diagnostics.common import write_dictionary
+
+    write_dictionary(str(tmp_path), 20)
+    argv = [str(tmp_path), "--user-dir", USER_DIR, "--arch", "deepnet_transformer_tiny",
+            "--cpu", "--source-lang", "src", "--target-lang", "tgt", *extra]
+    return options.parse_args_and_arch(options.get_training_parser(), argv)
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--fp16"], "--fp16-no-flatten-grads"),
+    (["--bf16"], "--fp16-no-flatten-grads"),
+    (["--ddp-backend", "fully_sharded"], "fully_sharded"),
+    (["--optimizer", "composite"], "composite"),
+])
+def test_settings_the_tags_cannot_reach_are_rejected_by_name(tmp_path, extra, message):
+    with pytest.raises(ValueError, match=message):
+        _parse(tmp_path, "--deepnorm-ln-lr-multiplier", "auto", *extra)
+
+
+def test_unflattened_or_memory_efficient_fp16_is_accepted(tmp_path):
+    for extra in (["--fp16", "--fp16-no-flatten-grads"], ["--fp16", "--memory-efficient-fp16"],
+                  ["--fp16"]):  # the last: without the option nothing is checked
+        option = [] if extra == ["--fp16"] else ["--deepnorm-ln-lr-multiplier", "auto"]
+        _parse(tmp_path, *option, *extra)
+
+
+def _one_update(data_dir, optimizer, lr, extra=(), form="paper"):
+    """(model, {name: step}) after one fairseq Trainer update of a 2-2 tiny DeepNet."""
+    from fairseq.trainer import Trainer
+
+    from deepnet_fairseq.diagnostics.common import build_training, reverse_copy_batch
+
+    options = ["--optimizer", optimizer, "--lr", str(lr), "--lr-scheduler", "fixed",
+               "--dropout", "0", "--criterion", "cross_entropy", "--share-all-embeddings",
+               "--deepnorm-constants", form, *extra]
+    cfg, task, model, criterion = build_training(str(data_dir), "deepnet", 2, options, seed=1)
+    trainer = Trainer(cfg, task, model, criterion)
+    batch = reverse_copy_batch(task.source_dictionary, 4, 5, torch.Generator().manual_seed(0))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer.train_step([batch])
+    return model, {n: p.detach() - before[n] for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("optimizer,lr,form", [("sgd", 0.1, "paper"), ("adam", 1e-3, "adam"),
+                                               ("nag", 0.1, "sgd")])
+def test_one_update_scales_only_the_layernorm_steps(tmp_path, optimizer, lr, form):
+    from deepnet_fairseq.diagnostics.common import write_dictionary
+
+    write_dictionary(str(tmp_path), 30)
+    _, plain = _one_update(tmp_path, optimizer, lr, form=form)
+    model, scaled = _one_update(tmp_path, optimizer, lr, form=form,
+                                extra=["--deepnorm-ln-lr-multiplier", "auto"])
+    c = constants.encoder_decoder_for(2, 2, form)
+    expected = layernorm_lr.stack_multipliers("auto", c, form)
+    params = dict(model.named_parameters())
+    layernorm = [n for n in params if ".layers." in n and "layer_norm" in n]
+    assert len(layernorm) == 2 * (2 * 2 + 2 * 3)  # gain and bias of 2x2 encoder, 2x3 decoder LNs
+    for name, step in scaled.items():
+        if name in layernorm:
+            k = expected[name.split(".")[0]]
+            assert layernorm_lr.multiplier_of(params[name]) == k
+            assert plain[name].abs().max() > 1e-5, name  # a real step to compare with
+            # SGD/NAG: the step is lr * (momentum) gradient; Adam's: lr * m / (sqrt(v) + eps);
+            # both proportional to lr, so the multiplied step is k times the plain one
+            torch.testing.assert_close(step, k * plain[name], rtol=1e-4, atol=1e-7)
+        else:
+            assert layernorm_lr.multiplier_of(params[name]) is None
+            assert torch.equal(step, plain[name]), f"{name} changed"
+
+
+def test_nested_optimizer_steps_apply_the_multiplier_once():
+    """An optimizer stepping inside another's step (as ZeRO's OSS does) must not scale twice."""
+
+    class Outer(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.5})
+            self.inner = torch.optim.SGD(self.param_groups[0]["params"], lr=0.5)
+
+        def step(self, closure=None):
+            self.inner.step()
+
+    w = torch.nn.Parameter(torch.ones(3))
+    w.optim_overrides = {layernorm_lr.OVERRIDE_KEY: 0.1}
+    w.grad = torch.full((3,), 2.0)
+    Outer([w]).step()
+    torch.testing.assert_close(w.detach(), torch.full((3,), 1 - 0.1 * 0.5 * 2.0))
+    torch.optim.SGD([w], lr=0.5).step()  # and a plain step after it is scaled as well
+    torch.testing.assert_close(w.detach(), torch.full((3,), 1 - 2 * 0.1 * 0.5 * 2.0))
+
+
+@pytest.mark.slow
+def test_fairseq_train_with_the_multiplier_resumes_from_checkpoint_last(toy_data, tmp_path):
+    """fairseq-train with the option under a warmup schedule: 6 updates straight, and 3 + 3
+    resumed from checkpoint_last.pt, end in the same parameters; the LayerNorms move less than
+    without the option, every other parameter trains."""
+
+    def train(save_dir, updates, *extra):
+        run(["fairseq-train", str(toy_data), "--user-dir", USER_DIR, "--task", "translation",
+             "--arch", "deepnet_transformer_tiny", "--encoder-layers", "3", "--decoder-layers", "3",
+             "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt",
+             "--warmup-updates", "4", "--max-tokens", "400", "--max-update", str(updates),
+             "--dropout", "0", "--seed", "2", "--save-dir", str(save_dir), "--save-interval-updates",
+             "3", "--no-epoch-checkpoints", "--log-format", "json", "--log-interval", "1",
+             "--num-workers", "0", *extra])
+
+    def params(save_dir):
+        return torch.load(os.path.join(save_dir, "checkpoint_last.pt"), weights_only=False)
+
+    option = ["--deepnorm-ln-lr-multiplier", "auto"]
+    train(tmp_path / "straight", 6, *option)
+    train(tmp_path / "resumed", 3, *option)
+    train(tmp_path / "resumed", 6, *option)
+    train(tmp_path / "plain", 6)
+    straight, resumed = params(tmp_path / "straight"), params(tmp_path / "resumed")
+    assert straight["cfg"]["model"].deepnorm_ln_lr_multiplier == "auto"
+    assert resumed["optimizer_history"][-1]["num_updates"] == 6
+    for name, value in straight["model"].items():
+        torch.testing.assert_close(resumed["model"][name], value, msg=name)
+
+    # updates 4-6 (checkpoint_1_3.pt -> checkpoint_last.pt): the LayerNorms of the layers move
+    # several times less with the option (k = 0.29 encoder, 0.056 decoder at 3-3), the rest alike
+    def moved(save_dir):
+        start = torch.load(os.path.join(save_dir, "checkpoint_1_3.pt"), weights_only=False)["model"]
+        end = params(save_dir)["model"]
+        norms = {n: (end[n] - start[n]).norm() ** 2 for n in end}
+        ln = sum(v for n, v in norms.items() if ".layers." in n and "layer_norm" in n)
+        return ln ** 0.5, (sum(norms.values()) - ln) ** 0.5
+
+    (ln_option, other_option), (ln_plain, other_plain) = moved(tmp_path / "straight"), moved(tmp_path / "plain")
+    assert ln_option < 0.5 * ln_plain
+    assert 0.5 * other_plain < other_option < 2 * other_plain
