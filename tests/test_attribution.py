@@ -3,9 +3,12 @@ the groups' contributions sum to the whole update on a tiny model, frozen groups
 
 import csv
 import math
+import os
+import subprocess
 
 import pytest
 
+from conftest import REPO
 from deepnet_fairseq.diagnostics import attribution, model_update
 
 
@@ -77,3 +80,17 @@ def test_unknown_group_is_a_clear_error(capsys):
     with pytest.raises(SystemExit):
         model_update.main(["--freeze", "layernorm,attention"])
     assert "unknown parameter group(s) attention" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_figure5_script_runs_a_row_and_refuses_an_unknown_one(tmp_path):
+    """scripts/figure5/run.sh as docs/figure5.md shows it, one row at tiny depth."""
+    env = dict(os.environ, OUT=str(tmp_path), DEPTHS="2,3", SEEDS="1")
+    script = os.path.join(REPO, "scripts", "figure5", "run.sh")
+    proc = subprocess.run(["bash", script, "sgd_deepnet_ln_lr"], env=env, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for name in ("summary.txt", "model_update.csv", "model_update_groups.csv"):
+        assert (tmp_path / "sgd_deepnet_ln_lr" / name).stat().st_size > 0, name
+    proc = subprocess.run(["bash", script, "no_such_row"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown row no_such_row" in proc.stderr

@@ -6,11 +6,14 @@
 #
 #   bash scripts/figure5/run.sh               # every row
 #   bash scripts/figure5/run.sh sgd_deepnet   # the rows named
+#
+# Environment: OUT (results/figure5), DEPTHS (6,100), SEEDS (1,2,3) -- smaller values for a
+# quick check of the chain (the tests run one row at DEPTHS=2,3 SEEDS=1).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 OUT=${OUT:-results/figure5}
-COMMON=(--depths "6,100" --steps 3 --report-step 1 --seed "1,2,3" --attribute --quiet)
+COMMON=(--depths "${DEPTHS:-6,100}" --steps 3 --report-step 1 --seed "${SEEDS:-1,2,3}" --attribute --quiet)
 SGD=(--optimizer sgd --lr 1e-3)
 ADAM=(--optimizer adam --lr 1e-4)
 REMEDY=(--fairseq-args "--deepnorm-ln-lr-multiplier auto")
