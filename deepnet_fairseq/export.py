@@ -2,7 +2,8 @@
 this plugin) and, through it, as a CTranslate2 model.
 
     deepnet-export CHECKPOINT --output OUT.pt
-    deepnet-export CHECKPOINT --ctranslate2 DIR [--quantization int8] [--sentencepiece-model spm.model]
+    deepnet-export CHECKPOINT --ctranslate2 DIR [--quantization int8] \\
+        [--sentencepiece-model spm.model]
 
 **The fold.** A DeepNorm sub-layer computes ``LN(alpha * x + G(x))``. LayerNorm does not see
 the scale of its input, ``LN(c * y) = LN(y)`` for c > 0 (up to its epsilon, below), so
@@ -270,7 +271,8 @@ def main(argv=None) -> None:
         if args.ctranslate2:  # everything checked before anything is written
             ctranslate2_converter()
             if os.path.exists(args.ctranslate2):
-                raise ExportError(f"{args.ctranslate2} exists; remove it or choose another --ctranslate2")
+                raise ExportError(f"{args.ctranslate2} exists; remove it or choose another "
+                                  f"--ctranslate2")
             if args.sentencepiece_model and not os.path.isfile(args.sentencepiece_model):
                 raise ExportError(f"no such sentencepiece model: {args.sentencepiece_model}")
         exported = export(args.checkpoint, args.data)
