@@ -164,7 +164,8 @@ def options(**values):
 
 def hand_made(path, model_options):
     torch.save({"args": None, "cfg": {"model": model_options, "task": {"_name": "translation"}},
-                "model": {}, "optimizer_history": [{"num_updates": 1}],
+                "model": {}, "optimizer_history": [{"optimizer_name": "FairseqAdam",
+                                                     "lr_scheduler_state": {}, "num_updates": 1}],
                 "extra_state": {"train_iterator": {"epoch": 1}}}, path)
     return str(path)
 
