@@ -18,9 +18,13 @@ setup(
     # Multi30k ships with the package: the quickstart, recipes and tests need no download.
     package_data={"deepnet_fairseq.corpora": ["multi30k/*.gz", "multi30k/README.md"]},
     install_requires=["torch>=2.0", "sacrebleu>=2.0", "sentencepiece"],
+    # deepnet-export --ctranslate2 (CTranslate2's converter and runtime); scripts/install.sh
+    # installs it unless --no-deploy
+    extras_require={"deploy": ["ctranslate2>=4.0"]},
     entry_points={
         "console_scripts": [
             "deepnet-average-checkpoints=deepnet_fairseq.average_checkpoints:cli_main",
+            "deepnet-export=deepnet_fairseq.export:main",
             "deepnet-model-update=deepnet_fairseq.diagnostics.model_update:main",
             "deepnet-plot-monitors=deepnet_fairseq.diagnostics.plot_monitors:main",
             "deepnet-depth-study=deepnet_fairseq.diagnostics.depth_study:main",

@@ -78,8 +78,9 @@ def load_lazily(path: str) -> Dict:
     return torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
 
 
-def model_only(newest: Dict, model: Dict, paths: List[str]) -> Dict:
-    """What fairseq needs to load ``model`` for generation, from the newest checkpoint."""
+def model_only(newest: Dict, model: Dict, **extra_state) -> Dict:
+    """What fairseq needs to load ``model`` for generation, from the newest checkpoint;
+    ``extra_state`` records where the model came from."""
     history = (newest.get("optimizer_history") or [{}])[-1]
     extra = newest.get("extra_state") or {}
     return {
@@ -91,7 +92,7 @@ def model_only(newest: Dict, model: Dict, paths: List[str]) -> Dict:
             if key in history}],
         "task_state": newest.get("task_state") or {},
         "extra_state": {"train_iterator": extra.get("train_iterator", {"epoch": 0}),
-                        "averaged_checkpoints": [os.path.basename(p) for p in paths]},
+                        **extra_state},
     }
 
 
@@ -142,7 +143,8 @@ def average(paths: List[str]) -> Dict:
         if total.is_floating_point():
             sums[name] = total.div_(len(paths)).to(dtypes[name])
     averaged = {name: sums[aliases.get(name, name)] for name in model}  # the inputs' order
-    return model_only(state, averaged, paths)
+    return model_only(state, averaged,
+                      averaged_checkpoints=[os.path.basename(p) for p in paths])
 
 
 def save_atomically(state: Dict, output: str) -> None:

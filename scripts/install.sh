@@ -3,6 +3,7 @@
 # on 3.11). Use a virtual environment if you like: python3 -m venv .venv && . .venv/bin/activate
 #
 #   bash scripts/install.sh
+#   bash scripts/install.sh --no-deploy   # without ctranslate2 (deepnet-export --ctranslate2)
 #
 # Environment:
 #   PYTHON            interpreter to install into (default: python3)
@@ -17,11 +18,20 @@
 #      build isolation, so its build uses the torch above, and with --no-deps, because its
 #      metadata asks for torchaudio, which has no release for torch 2.13 (fairseq needs it only
 #      for speech tasks);
-#   4. this package, editable.
+#   4. this package, editable, with its "deploy" extra: ctranslate2 4.8.5 (a prebuilt wheel, about
+#      40 MB; CTranslate2's converter and runtime for deepnet-export --ctranslate2 and
+#      benchmarks/decode_speed.py). --no-deploy leaves it out (pip install -e '.[deploy]' later).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
+package=".[deploy]"
+case "${1:-}" in
+  "") ;;
+  --no-deploy) package="." ;;
+  *) echo "error: unknown argument '$1'; the only option is --no-deploy (see the header of $0)" >&2
+     exit 2 ;;
+esac
 pip_install=("$PYTHON" -m pip install --progress-bar off -c constraints.txt)
 
 echo "[install] 1/4 torch 2.13.0"
@@ -34,8 +44,8 @@ echo "[install] 2/4 dependencies (requirements.txt)"
 "${pip_install[@]}" -r requirements.txt setuptools wheel
 echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time)"
 "${pip_install[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1
-echo "[install] 4/4 deepnet_fairseq (editable)"
-"${pip_install[@]}" --no-build-isolation -e .
+echo "[install] 4/4 deepnet_fairseq (editable) $([[ $package == . ]] && echo "without" || echo "with") ctranslate2"
+"${pip_install[@]}" --no-build-isolation -e "$package"
 
 "$PYTHON" - <<'PY'
 import fairseq, torch, deepnet_fairseq

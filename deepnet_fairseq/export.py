@@ -1,0 +1,297 @@
+"""Export a trained DeepNet as a plain fairseq ``transformer`` (decoded by stock fairseq, without
+this plugin) and, through it, as a CTranslate2 model.
+
+    deepnet-export CHECKPOINT --output OUT.pt
+    deepnet-export CHECKPOINT --ctranslate2 DIR [--quantization int8] \\
+        [--sentencepiece-model spm.model]
+
+**The fold.** A DeepNorm sub-layer computes ``LN(alpha * x + G(x))``. LayerNorm does not see
+the scale of its input, ``LN(c * y) = LN(y)`` for c > 0 (up to its epsilon, below), so
+``LN(alpha * x + G(x)) = LN(x + G(x) / alpha)``, and ``G(x) / alpha`` is ``G`` with the weight
+and bias of its last affine map divided by alpha: ``out_proj`` of self- and cross-attention
+(NormFormer's ``attn_ln`` where it follows ``out_proj``) and ``fc2``. The result is fairseq's
+Post-LN ``transformer`` with the same options, depths, widths and embeddings. Each side's alpha
+is read from the built model's layers (``layer.alpha``), not recomputed from the options.
+
+**Epsilon.** ``LN(y) = (y - mean) / sqrt(var + eps)``; for ``y = alpha * z`` that is
+``(z - mean_z) / sqrt(var_z + eps / alpha^2)``. The folded model normalises ``z`` with
+fairseq's eps (1e-5) instead of ``eps / alpha^2``: a relative change of about
+``eps (1 - 1/alpha^2) / (2 var_z)`` of each normalised value, below 1e-5 whenever the
+variance of a sum is at least 1/2; docs/deploying.md has the measured difference.
+
+**What is written.** ``--output``: the model only (no optimizer state), in the form stock
+fairseq loads under torch >= 2.6 with its default weights-only unpickler: the model options
+as a plain dict (fairseq-train stores an ``argparse.Namespace``, which only this plugin's
+``checkpoint_compat`` allowlists), ``--arch transformer``, without the plugin's ``deepnorm_*``
+options and ``--user-dir``. Everything else (task options, dictionary paths, sizes, the
+training position) is kept. ``--ctranslate2``: CTranslate2's own fairseq converter run on that
+checkpoint, plus the sentencepiece model, in a directory that appears complete or not at all.
+
+Refused, with nothing written: methods other than DeepNet (not plain Post-LN after folding),
+DeepNorm's Pre-LN forms (``--deepnorm-constants pre_ln_*``) and Pre-LN, unknown architectures.
+fairseq's own ``transformer`` architectures pass through unchanged (weights and options);
+``post_ln_transformer``, this plugin's name for fairseq's Post-LN Transformer, is renamed.
+"""
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+from typing import Dict, Optional
+
+import torch
+
+from . import checkpoint_compat  # noqa: F401  (lets torch >= 2.6 read fairseq-train checkpoints)
+from .average_checkpoints import model_only, save_atomically
+
+QUANTIZATIONS = ("int8", "int8_float16", "float16")
+
+# this plugin's names for fairseq's own Post-LN transformer (method_transformers.METHOD_MODELS)
+POST_LN_ARCHS = ("post_ln_transformer", "post_ln_transformer_tiny")
+
+# fairseq options CTranslate2's converter does not read: it would translate without them
+CTRANSLATE2_UNSUPPORTED = ("scale_attn", "scale_fc", "scale_heads", "scale_resids",
+                           "cross_self_attention")
+
+SUPPORTED = ("deepnet-export exports deepnet_transformer checkpoints (Post-LN DeepNorm), "
+             "this plugin's post_ln_transformer and fairseq's own transformer architectures")
+
+
+class ExportError(ValueError):
+    """A checkpoint or option deepnet-export cannot handle; the message says what to do."""
+
+
+def _option(model_cfg, name, default=None):
+    if isinstance(model_cfg, argparse.Namespace):
+        return getattr(model_cfg, name, default)
+    return model_cfg.get(name, default)
+
+
+def export_kind(model_cfg) -> str:
+    """How a checkpoint with these model options is exported: ``fold`` (a Post-LN DeepNet),
+    ``rename`` (post_ln_transformer) or ``passthrough`` (a fairseq transformer architecture).
+    Raises ExportError for everything else, from the options alone (no model is built)."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+
+    from .constants import is_pre_ln_form
+
+    arch = _option(model_cfg, "arch")
+    model = ARCH_MODEL_NAME_REGISTRY.get(arch)
+    if model is None:
+        raise ExportError(f"unknown architecture --arch {arch!r}: neither fairseq nor this plugin "
+                          f"registers it, so how to fold it is unknown; {SUPPORTED}")
+    if model == "deepnet_transformer":
+        form = _option(model_cfg, "deepnorm_constants") or "paper"
+        if is_pre_ln_form(form):
+            raise ExportError(
+                f"the checkpoint uses --deepnorm-constants {form}, DeepNorm's Pre-LN form "
+                f"(Pre-LN layers, alpha = 1): there is no Post-LN DeepNorm to fold; "
+                f"deepnet-export folds the Post-LN forms (paper, sgd, adam, lamb) only")
+        return "fold"
+    if model == "transformer":
+        if arch in POST_LN_ARCHS:
+            return "rename"
+        if ARCH_CONFIG_REGISTRY[arch].__module__.startswith(__package__):
+            raise ExportError(f"--arch {arch} is Pre-LN, not a Post-LN model; {SUPPORTED}")
+        return "passthrough"
+    raise ExportError(
+        f"--arch {arch} (model {model}) is not a DeepNet: its layers are not a plain Post-LN "
+        f"Transformer after folding, so stock fairseq and CTranslate2 cannot run it; {SUPPORTED}")
+
+
+def branch_outputs(model) -> Dict[str, float]:
+    """The state-dict prefix of the last affine map of every DeepNorm sub-layer's branch, with
+    the alpha of its layer, read from the built ``model``."""
+    from .layers import DeepNormResidual
+
+    found = {}
+    for name, layer in model.named_modules():
+        if not isinstance(layer, DeepNormResidual):
+            continue
+        if layer.normalize_before:  # export_kind refuses these; a guard for direct use
+            raise ExportError(f"{name} is a Pre-LN layer: there is no DeepNorm to fold")
+        # NormFormer's attn_ln (--scale-attn) follows out_proj: then it is the last map.
+        # --scale-resids multiplies the skip path itself, which the division leaves exact.
+        last = ["attn_ln" if getattr(layer, "attn_ln", None) is not None
+                else "self_attn.out_proj", "fc2"]
+        if getattr(layer, "encoder_attn", None) is not None:
+            last.append("encoder_attn.out_proj")
+        found.update({f"{name}.{sub}": layer.alpha for sub in last})
+    if not found:
+        raise ExportError("the model has no DeepNorm layers to fold")
+    return found
+
+
+def fold(weights: Dict[str, torch.Tensor], outputs: Dict[str, float]) -> Dict[str, torch.Tensor]:
+    """``weights`` with each branch output map's weight and bias divided by its alpha (in
+    float64, rounded once to the stored dtype); every other tensor is the same object."""
+    folded = dict(weights)
+    for prefix, alpha in outputs.items():
+        for key in (f"{prefix}.weight", f"{prefix}.bias"):
+            if key not in folded:
+                raise ExportError(f"{key} is not in the checkpoint's model: it does not match "
+                                  f"the model built from its options")
+            tensor = folded[key]
+            folded[key] = (tensor.double() / alpha).to(tensor.dtype)
+    return folded
+
+
+def plain_cfg(cfg, arch: str) -> Dict:
+    """The checkpoint's cfg in plain containers, the model options renamed ``arch`` and
+    without this plugin's options or --user-dir (see the module doc)."""
+    from omegaconf import OmegaConf
+
+    from .models.deepnet_transformer import DeepNormConfig
+
+    if OmegaConf.is_config(cfg):
+        cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    cfg = dict(cfg)
+    model = cfg["model"]
+    model = dict(vars(model) if isinstance(model, argparse.Namespace) else model)
+    for field in dataclasses.fields(DeepNormConfig):
+        model.pop(field.name, None)
+    model.update(arch=arch, _name=arch, user_dir=None)
+    cfg["model"] = model
+    if cfg.get("common"):
+        cfg["common"] = {**cfg["common"], "user_dir": None}
+    return cfg
+
+
+def data_dir(stored: str, given: Optional[str]) -> str:
+    """The directory with the model's dictionaries: ``given`` (--data), else ``stored``, where
+    the model was trained."""
+    found = given or stored
+    if not os.path.isdir(found):
+        raise ExportError(
+            f"the data directory {found!r} with the model's dict.*.txt does not exist; pass "
+            f"--data DIR, the fairseq-preprocess output the model was trained on")
+    return found
+
+
+def export(path: str, data: Optional[str] = None) -> Dict:
+    """The exported, model-only checkpoint of ``path`` (nothing is written)."""
+    from fairseq import checkpoint_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    state.pop("last_optimizer_state", None)  # Adam's moments: twice the model, not needed
+    kind = export_kind(state["cfg"].model)
+    arch = state["cfg"].model.arch if kind == "passthrough" else "transformer"
+    weights = state["model"]
+    if kind == "fold":
+        state["cfg"].task.data = data_dir(state["cfg"].task.data, data)
+        # fairseq's own loading path with this plugin loaded: the alphas are the built model's
+        [model], _, _ = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
+        weights = fold(state["model"], branch_outputs(model))
+        del model
+    exported = model_only(state, weights, exported_from=os.path.basename(path))
+    exported.update(args=None, cfg=plain_cfg(state["cfg"], arch))
+    return exported
+
+
+def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Optional[str],
+                   sentencepiece_model: Optional[str]) -> None:
+    """Convert an exported checkpoint with CTranslate2's fairseq converter into ``output_dir``
+    (which must not exist), with the sentencepiece model as ``sentencepiece.model``."""
+    converter_cls = ctranslate2_converter()
+    model_cfg, task_cfg = exported["cfg"]["model"], exported["cfg"]["task"]
+    unsupported = [f"--{name.replace('_', '-')}" for name in CTRANSLATE2_UNSUPPORTED
+                   if model_cfg.get(name)]
+    if unsupported:
+        raise ExportError(f"CTranslate2's converter ignores {', '.join(unsupported)}: its model "
+                          f"would not compute what this one does; use the --output checkpoint")
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=parent, prefix=".tmp-ctranslate2-") as tmp:
+        checkpoint = os.path.join(tmp, "exported.pt")
+        # the converter assigns to the model options (args.data = ...): it needs them as the
+        # Namespace fairseq-train writes, which it can read here (checkpoint_compat)
+        torch.save({**exported, "cfg": {**exported["cfg"],
+                                        "model": argparse.Namespace(**model_cfg)}}, checkpoint)
+        converter = converter_cls(checkpoint, data, source_lang=task_cfg.get("source_lang"),
+                                  target_lang=task_cfg.get("target_lang"))
+        converted = os.path.join(tmp, "model")
+        try:
+            converter.convert(converted, quantization=quantization)
+        except ValueError as err:  # its configuration checks
+            raise ExportError(f"CTranslate2's converter refused the model: {err}") from err
+        if sentencepiece_model:
+            shutil.copyfile(sentencepiece_model, os.path.join(converted, "sentencepiece.model"))
+        os.rename(converted, output_dir)  # the whole directory appears at once
+
+
+def ctranslate2_converter():
+    try:
+        from ctranslate2.converters import FairseqConverter
+    except ImportError as err:
+        raise ExportError(f"--ctranslate2 needs the ctranslate2 package ({err}): "
+                          f"pip install 'deepnet_fairseq[deploy]' (or bash scripts/install.sh)")
+    return FairseqConverter
+
+
+def sentencepiece_of(cfg, given: Optional[str]) -> Optional[str]:
+    """--sentencepiece-model, else the one the checkpoint was trained with (--bpe sentencepiece)."""
+    if given:
+        return given
+    bpe = cfg.get("bpe") or {}
+    return bpe.get("sentencepiece_model") if bpe.get("_name") == "sentencepiece" else None
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="deepnet-export",
+        description="Export a DeepNet checkpoint as a plain fairseq transformer that stock "
+                    "fairseq-generate loads without --user-dir, and/or as a CTranslate2 model. "
+                    "DeepNorm's skip scale alpha is folded into the branch weights (exact up to "
+                    "LayerNorm's epsilon; docs/deploying.md).")
+    parser.add_argument("checkpoint", help="a fairseq checkpoint trained with this plugin "
+                                           "(e.g. checkpoints/checkpoint_last.pt)")
+    parser.add_argument("--output", metavar="OUT.pt",
+                        help="write the exported model-only checkpoint here (atomically)")
+    parser.add_argument("--ctranslate2", metavar="DIR",
+                        help="write a CTranslate2 model directory here (must not exist)")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS,
+                        help="CTranslate2 weight type (default: float32, as trained)")
+    parser.add_argument("--sentencepiece-model", metavar="SPM",
+                        help="sentencepiece model to copy into the CTranslate2 directory "
+                             "(default: the checkpoint's --sentencepiece-model, if any)")
+    parser.add_argument("--data", metavar="DIR",
+                        help="fairseq data directory with the model's dict.*.txt (default: the "
+                             "one it was trained on, as stored in the checkpoint)")
+    args = parser.parse_args(argv)
+    if not (args.output or args.ctranslate2):
+        parser.error("nothing to write: give --output OUT.pt, --ctranslate2 DIR, or both")
+    if args.quantization and not args.ctranslate2:
+        parser.error("--quantization applies to --ctranslate2 only")
+    written = []
+    try:
+        if not os.path.isfile(args.checkpoint):
+            raise ExportError(f"no such checkpoint file: {args.checkpoint}")
+        if args.ctranslate2:  # everything checked before anything is written
+            ctranslate2_converter()
+            if os.path.exists(args.ctranslate2):
+                raise ExportError(f"{args.ctranslate2} exists; remove it or choose another "
+                                  f"--ctranslate2")
+            if args.sentencepiece_model and not os.path.isfile(args.sentencepiece_model):
+                raise ExportError(f"no such sentencepiece model: {args.sentencepiece_model}")
+        exported = export(args.checkpoint, args.data)
+        if args.ctranslate2:
+            data = data_dir(exported["cfg"]["task"]["data"], args.data)
+            spm = sentencepiece_of(exported["cfg"], args.sentencepiece_model)
+        if args.output:
+            save_atomically(exported, args.output)
+            written.append(args.output)
+            print(f"wrote {args.output} (--arch {exported['cfg']['model']['arch']})",
+                  file=sys.stderr)
+        if args.ctranslate2:
+            to_ctranslate2(exported, data, args.ctranslate2, args.quantization, spm)
+            print(f"wrote {args.ctranslate2} (CTranslate2, {args.quantization or 'float32'}"
+                  + ("" if spm else "; no sentencepiece model given: pass "
+                     "--sentencepiece-model to include it") + ")", file=sys.stderr)
+    except ExportError as err:
+        parser.error(f"{err} ({'only ' + written[0] if written else 'nothing'} written)")
+
+
+if __name__ == "__main__":
+    main()
