@@ -45,6 +45,7 @@ import torch
 
 from . import checkpoint_compat  # noqa: F401  (lets torch >= 2.6 read fairseq-train checkpoints)
 from .average_checkpoints import model_only, save_atomically
+from .layers import RECORD
 
 QUANTIZATIONS = ("int8", "int8_float16", "float16")
 
@@ -174,6 +175,9 @@ def export(path: str, data: Optional[str] = None) -> Dict:
     """The exported, model-only checkpoint of ``path`` (nothing is written)."""
     from fairseq import checkpoint_utils
 
+    from . import register
+
+    register()  # fairseq skips a --user-dir whose package is already imported
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     state.pop("last_optimizer_state", None)  # Adam's moments: twice the model, not needed
     kind = export_kind(state["cfg"].model)
@@ -185,6 +189,8 @@ def export(path: str, data: Optional[str] = None) -> Dict:
         [model], _, _ = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
         weights = fold(state["model"], branch_outputs(model))
         del model
+        # the recorded constants are folded in now; fairseq's transformer has no such buffer
+        weights = {k: v for k, v in weights.items() if not k.endswith("." + RECORD)}
     exported = model_only(state, weights, exported_from=os.path.basename(path))
     exported.update(args=None, cfg=plain_cfg(state["cfg"], arch))
     return exported

@@ -20,6 +20,9 @@ from .initialization import deepnorm_init_
 
 logger = logging.getLogger(__name__)
 
+RECORD = "deepnorm_constants"
+"""Name of the buffer in which each DeepNorm layer records the (alpha, beta) it was built with."""
+
 
 class DeepNormResidual:
     """The DeepNorm rule for a fairseq layer: scaled skip path and DeepNorm init.
@@ -41,12 +44,12 @@ class DeepNormResidual:
         # with, and loading it restores that alpha (``_restore_trained_alpha``) even where the
         # arguments now give another (a changed formula, --encoder-layers-to-keep, a different
         # --deepnorm-constants on load). float64 so that the recorded value is exact.
-        self.register_buffer("deepnorm_constants", torch.tensor([alpha, beta], dtype=torch.float64))
+        self.register_buffer(RECORD, torch.tensor([alpha, beta], dtype=torch.float64))
         self._register_load_state_dict_pre_hook(self._restore_trained_alpha)
         deepnorm_init_(self, beta)
 
     def _restore_trained_alpha(self, state_dict, prefix, *args):
-        key = prefix + "deepnorm_constants"
+        key = prefix + RECORD
         if key not in state_dict:  # a checkpoint from before the constants were recorded
             state_dict[key] = self.deepnorm_constants.clone()
             return
@@ -56,9 +59,9 @@ class DeepNormResidual:
         precision = torch.finfo(state_dict[key].dtype).eps * 2
         if abs(trained - self.alpha) > precision * abs(self.alpha):
             logger.warning(
-                "%sdeepnorm_constants: the checkpoint was trained with alpha = %.6g; these "
+                "%s%s: the checkpoint was trained with alpha = %.6g; these "
                 "arguments give %.6g. Using the trained %.6g, so the model computes what it was "
-                "trained to.", prefix, trained, self.alpha, trained)
+                "trained to.", prefix, RECORD, trained, self.alpha, trained)
             self.alpha = trained
 
     def residual_connection(self, x, residual):

@@ -111,6 +111,10 @@ DOC_COMMANDS = [
     (r"DEVICE=cpu NPROC=3 SIZE=smoke",
      "tests/test_recipes_e2e.py::test_wmt17_two_cpu_processes_keep_the_effective_batch"),
     (r"METHODS=\"deepnet admin\"|NNODES > 1", "tests/test_launch.py"),
+    (r"deepnet-export .*|fairseq-generate runs/quickstart/bin --path deepnet-plain\.pt .*|"
+     r"python benchmarks/decode_speed\.py .*", "tests/test_export.py::"
+     "test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks"),
+    (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",
      "tests/test_attribution.py::test_figure5_script_runs_a_row_and_refuses_an_unknown_one"),
 ]

@@ -6,12 +6,14 @@ tiny DeepNet with N != M."""
 import argparse
 import os
 import re
+import subprocess
 
 import pytest
 import torch
 
 from conftest import PY, USER_DIR, build, run, sample_batch
 from deepnet_fairseq import export
+from deepnet_fairseq.layers import RECORD
 
 # Max |difference| allowed between the fp32 decoder outputs (logits, about +-8 here) of a
 # DeepNet and its export. The fold's one approximation is LayerNorm's epsilon, which is
@@ -88,7 +90,8 @@ def test_exported_decoder_outputs_equal_the_deepnets(toy_data, tmp_path, extra):
         < ROUNDING
     # and the fold did something: the unfolded weights in a plain transformer differ
     unfolded = load(out)
-    unfolded.load_state_dict(model.state_dict())
+    unfolded.load_state_dict({k: v for k, v in model.state_dict().items()
+                              if not k.endswith("." + RECORD)})  # fairseq's has no record
     assert (decoder_outputs(model, batch) - decoder_outputs(unfolded, batch)).abs().max() > 0.1
 
 
@@ -308,3 +311,34 @@ def test_ctranslate2_greedy_translations_equal_fairseqs(trained):
     assert translate_ctranslate2(directory, trained["data"]) == expected
     # int8 converts and translates every sentence (its words may differ: not compared)
     assert len(translate_ctranslate2(trained["ct2_int8"], trained["data"])) == 40
+
+
+@pytest.mark.slow
+def test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks(tmp_path):
+    """docs/deploying.md's commands on a quickstart run (SIZE=smoke, the same chain as the
+    full size): deepnet-export to a checkpoint and to CTranslate2 int8, stock fairseq-generate
+    on the export without --user-dir giving the plugin's translations, and the decode-speed
+    benchmark printing its table."""
+    repo = os.path.dirname(USER_DIR)
+    run_dir = tmp_path / "quickstart"
+    env = dict(os.environ, SIZE="smoke", QUICKSTART_DIR=str(run_dir))
+    quickstart = subprocess.run(["bash", os.path.join(repo, "scripts", "quickstart.sh")],
+                                env=env, capture_output=True, text=True)
+    assert quickstart.returncode == 0, quickstart.stderr[-2000:]
+    checkpoint = str(run_dir / "checkpoints" / "checkpoint_last.pt")
+    run(["deepnet-export", checkpoint, "--output", str(tmp_path / "plain.pt")])
+    run(["deepnet-export", checkpoint, "--ctranslate2", str(tmp_path / "ct2"),
+         "--quantization", "int8", "--sentencepiece-model", str(run_dir / "spm.model")])
+    assert (tmp_path / "ct2" / "model.bin").exists()
+    decode = ["--gen-subset", "test", "--beam", "5", "--max-len-b", "20", "--batch-size", "100",
+              "--cpu"]
+    ours = nbest(run(["fairseq-generate", str(run_dir / "bin"), "--user-dir", USER_DIR,
+                      "--path", checkpoint, *decode]).stdout)
+    stock = nbest(run([PY, "-c", STOCK_GENERATE, str(run_dir / "bin"),
+                       "--path", str(tmp_path / "plain.pt"), *decode]).stdout)
+    assert len(ours) == 1000 and stock == ours
+    bench = run([PY, os.path.join(repo, "benchmarks", "decode_speed.py"), "--run-dir",
+                 str(run_dir), "--threads", "1", "--out", str(tmp_path / "speed")])
+    for decoder in ("fairseq", "CTranslate2"):
+        assert decoder in bench.stdout
+    assert re.search(r"sentences/s", bench.stdout)
