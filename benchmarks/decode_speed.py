@@ -92,6 +92,9 @@ def max_output_difference(original: str, exported: str, data: str) -> float:
     import torch
     from fairseq import checkpoint_utils
 
+    import deepnet_fairseq
+
+    deepnet_fairseq.register()  # the DeepNet is loaded in this process: the plugin must be known
     overrides = {"data": data}
     [deepnet], _, task = checkpoint_utils.load_model_ensemble_and_task([original], overrides)
     [plain], _, _ = checkpoint_utils.load_model_ensemble_and_task([exported], overrides)

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import pickle
+import re
 import socket
 import subprocess
 import sys
@@ -53,8 +54,10 @@ def torchrun(*args, timeout=600) -> str:
 
 def train_inner(log: str):
     """The per-update JSON records fairseq logged (--log-format json --log-interval 1)."""
-    marker = "train_inner:"
-    return [json.loads(line.split(marker, 1)[1]) for line in log.splitlines() if marker in line]
+    # "INFO:train_inner:{...}" or fairseq's own format "| INFO | train_inner | {...}",
+    # depending on which logging configuration the process got first
+    return [json.loads(line[line.index("{", line.index("train_inner")):])
+            for line in log.splitlines() if re.search(r"\btrain_inner\b\W+\{", line)]
 
 
 def by_update(records):
