@@ -34,8 +34,8 @@ def doc_commands(path):
             continue
         for line in re.sub(r"\\\n\s*", " ", block).split("\n"):
             line = re.split(r"\s+#\s", line.strip())[0].strip()
-            if line and not line.startswith("#"):
-                found.append(line)
+            if line and not line.startswith("#") and not re.fullmatch(r"[A-Z_]+=\S+", line):
+                found.append(line)  # (a bare assignment, M=dir, is not a command)
     prose = re.sub(r"```.*?```", "", text, flags=re.S)
     for cell in re.findall(r"`([^`\n]+)`", prose):
         command = ASSIGNMENT.sub("", cell)
