@@ -48,8 +48,8 @@ ALL = sorted({(path, command) for path in DOCS for command in doc_commands(path)
 
 # Commands run here: recipe scripts as --dry-run (what they would do, resolved on this
 # machine), the method registry, console scripts' --help.
-RECIPE = re.compile(r"^((?:[A-Z][A-Z0-9_]*=\S+\s+)*)bash (scripts/(?:wmt17|opus100|iwslt14)/"
-                    r"(?:prepare|train|evaluate|sweep)\.sh)$")
+RECIPE = re.compile(r"^((?:[A-Z][A-Z0-9_]*=(?:\"[^\"]*\"|\S+)\s+)*)"  # settings, quoted or not
+                    r"bash (scripts/(?:wmt17|opus100|iwslt14)/(?:prepare|train|evaluate|sweep)\.sh)$")
 RUN_AS_IS = re.compile(r"^(python -m deepnet_fairseq\.methods( --markdown| \w+ \d+ \d+)?|"
                        r"deepnet-model-options --arch \w+|bash benchmarks/gpu_check\.sh --help|"
                        r"deepnet-user-dir)$")
@@ -175,7 +175,7 @@ def test_docs_command_runs(command, tmp_path):
     env = dict(os.environ, DEEPNET_WORK=str(tmp_path / "work"))
     match = RECIPE.fullmatch(command)
     if match:
-        for assignment in match.group(1).split():
+        for assignment in shlex.split(match.group(1)):
             name, _, value = assignment.partition("=")
             env[name] = value
         argv = ["bash", match.group(2), "--dry-run"]
