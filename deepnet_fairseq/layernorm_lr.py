@@ -50,7 +50,8 @@ OVERRIDE_KEY = "deepnorm_ln_lr_multiplier"
 
 HELP = ("learning-rate multiplier of the LayerNorm gains and biases of every DeepNorm layer: "
         "'auto' derives it per stack from the depths and --deepnorm-constants (Post-LN forms: "
-        "1/L with L = 2N encoder, 3M decoder; paper: beta^2/alpha^2; Pre-LN forms: 1), a number "
+        "1/L with L = 2N encoder, 3M decoder; paper: beta^2/alpha^2, which is 1/(4N) for an "
+        "N-layer encoder-only or decoder-only model; Pre-LN forms: 1), a number "
         "sets it; default: off. Applied to the optimizer's step of those parameters; see "
         "deepnet_fairseq/layernorm_lr.py and constants.py")
 
@@ -118,17 +119,22 @@ def is_layernorm(name: str) -> bool:
 
 def tag_model(model: torch.nn.Module, multipliers: Dict[str, Optional[float]]) -> int:
     """Tag the LayerNorm parameters of ``model.{encoder,decoder}.layers`` with their side's
-    multiplier; returns the number of tensors tagged. Embedding and final LayerNorms act once,
-    not once per sub-layer, and keep the plain learning rate."""
+    multiplier; returns the number of tensors tagged."""
+    return sum(tag_layers(getattr(getattr(model, side, None), "layers", None), k)
+               for side, k in multipliers.items())
+
+
+def tag_layers(layers: Optional[torch.nn.Module], k: Optional[float]) -> int:
+    """Tag the LayerNorm parameters of one stack's ``layers`` with multiplier ``k`` (nothing
+    when either is None); returns the number of tensors tagged. Embedding and final LayerNorms
+    sit outside the layers: they act once, not once per sub-layer, and keep the plain lr."""
+    if k is None or layers is None:
+        return 0
     tagged = 0
-    for side, k in multipliers.items():
-        stack = getattr(model, side, None)
-        if k is None or stack is None or not hasattr(stack, "layers"):
-            continue
-        for name, p in stack.layers.named_parameters():
-            if is_layernorm(name):
-                p.optim_overrides = {OVERRIDE_KEY: float(k)}
-                tagged += 1
+    for name, p in layers.named_parameters():
+        if is_layernorm(name):
+            p.optim_overrides = {OVERRIDE_KEY: float(k)}
+            tagged += 1
     return tagged
 
 

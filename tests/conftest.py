@@ -51,6 +51,16 @@ def toy_data(tmp_path_factory):
     return root / "bin"
 
 
+@pytest.fixture(scope="session")
+def mono_data(toy_data):
+    """The toy corpus's source side as monolingual data (masked_lm, language_modeling)."""
+    root = toy_data.parent
+    run(["fairseq-preprocess", "--only-source", "--trainpref", str(root / "train.src"),
+         "--validpref", str(root / "valid.src"), "--destdir", str(root / "mono"),
+         "--workers", "1"])
+    return root / "mono"
+
+
 def build(data_dir, arch, *extra, seed=1):
     """Build a model through fairseq's own option parsing, arch hook and task, as fairseq-train does."""
     from fairseq import options, tasks

@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from conftest import USER_DIR, run
+from conftest import USER_DIR, build, run
 from deepnet_fairseq import constants, layernorm_lr
 
 # (form, N, M, encoder k, decoder k), computed by hand from constants.py's derivation:
@@ -116,6 +116,54 @@ def test_one_update_scales_only_the_layernorm_steps(tmp_path, optimizer, lr, for
             torch.testing.assert_close(step, k * plain[name], rtol=1e-4, atol=1e-7)
         else:
             assert layernorm_lr.multiplier_of(params[name]) is None
+            assert torch.equal(step, plain[name]), f"{name} changed"
+
+
+# single-stack models: paper constants alpha = (2N)^(1/4), beta = (8N)^(-1/4), so
+# k = beta^2 / alpha^2 = (8N)^(-1/2) (2N)^(-1/2) = 1/(4N)
+SINGLE_STACK = [
+    ("deepnet_roberta_tiny", "masked_lm", "masked_lm", "encoder", 3),
+    ("deepnet_lm_tiny", "language_modeling", "cross_entropy", "decoder", 4),
+]
+
+
+def _one_single_stack_update(data, arch, task_name, criterion_name, side, layers, extra=()):
+    from fairseq.trainer import Trainer
+
+    model, task, cfg = build(data, arch, "--task", task_name, "--criterion", criterion_name,
+                             f"--{side}-layers", layers, "--tokens-per-sample", 32,
+                             "--optimizer", "sgd", "--lr", 1.0, "--lr-scheduler", "fixed",
+                             "--dropout", 0, "--batch-size", 4, *extra)
+    trainer = Trainer(cfg, task, model, task.build_criterion(cfg.criterion))
+    task.load_dataset("train")
+    batches = task.get_batch_iterator(task.dataset("train"), max_sentences=4, seed=1)
+    batch = next(batches.next_epoch_itr(shuffle=False))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    trainer.train_step([batch])
+    return model, {n: p.detach() - before[n] for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("arch,task_name,criterion_name,side,layers", SINGLE_STACK,
+                         ids=[r[0] for r in SINGLE_STACK])
+def test_encoder_only_and_decoder_only_models_take_the_option(
+        mono_data, arch, task_name, criterion_name, side, layers):
+    setting = (mono_data, arch, task_name, criterion_name, side, layers)
+    _, plain = _one_single_stack_update(*setting)
+    model, scaled = _one_single_stack_update(*setting,
+                                             extra=["--deepnorm-ln-lr-multiplier", "auto"])
+    k = 1 / (4 * layers)
+    params = dict(model.named_parameters())
+    layernorm = [n for n in params if ".layers." in n and "layer_norm" in n]
+    # gain and bias of 2 (encoder) or 2 (decoder-only: no cross-attention) LNs per layer
+    assert len(layernorm) == 2 * 2 * layers
+    for name, step in scaled.items():
+        if name in layernorm:
+            assert layernorm_lr.multiplier_of(params[name]) == pytest.approx(k, rel=1e-12)
+            assert plain[name].abs().max() > 1e-4, name
+            # the scaled step is computed in float32 next to values near 1: 2 ulps of 1.0
+            torch.testing.assert_close(step, k * plain[name], rtol=1e-4, atol=2.4e-7)
+        else:
+            assert layernorm_lr.multiplier_of(params[name]) is None, name
             assert torch.equal(step, plain[name]), f"{name} changed"
 
 

@@ -474,17 +474,6 @@ def test_optimizer_aware_forms_reach_the_layers(toy_data):
 # --- encoder-only and decoder-only DeepNorm ----------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def mono_data(toy_data):
-    from conftest import run
-
-    root = toy_data.parent
-    run(["fairseq-preprocess", "--only-source", "--trainpref", str(root / "train.src"),
-         "--validpref", str(root / "valid.src"), "--destdir", str(root / "mono"),
-         "--workers", "1"])
-    return root / "mono"
-
-
 def test_encoder_only_deepnorm_constants_and_init_survive_roberta_init(mono_data):
     from deepnet_fairseq.layers import DeepNormEncoderLayer
 

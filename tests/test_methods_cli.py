@@ -49,26 +49,22 @@ LAYER_CLASS = {"post_ln": "TransformerEncoderLayerBase", "pre_ln": "TransformerE
                "deepnet_pre_ln_adam": "DeepNormEncoderLayer"}
 
 
-@pytest.fixture(scope="session")
-def mono_bin(toy_data):
-    root = toy_data.parent
-    run(["fairseq-preprocess", "--only-source", "--trainpref", str(root / "train.src"),
-         "--validpref", str(root / "valid.src"), "--destdir", str(root / "mono_cli"),
-         "--workers", "1"])
-    return root / "mono_cli"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task,arch,extra", [
     ("masked_lm", "deepnet_roberta_tiny", ["--encoder-layers", "6", "--criterion", "masked_lm"]),
     ("language_modeling", "deepnet_lm_tiny", ["--decoder-layers", "6",
                                               "--criterion", "cross_entropy"]),
+    ("language_modeling", "deepnet_lm_tiny", ["--decoder-layers", "6", "--criterion",
+                                              "cross_entropy", "--deepnorm-ln-lr-multiplier",
+                                              "auto"]),
 ])
-def test_encoder_only_and_decoder_only_train_end_to_end(mono_bin, tmp_path, task, arch, extra):
-    log = train(mono_bin, tmp_path / arch, "--task", task, "--arch", arch,
+def test_encoder_only_and_decoder_only_train_end_to_end(mono_data, tmp_path, task, arch, extra):
+    log = train(mono_data, tmp_path / "run", "--task", task, "--arch", arch,
                 "--tokens-per-sample", "32", *extra)
     assert "alpha=1.8612, beta=0.3799" in log  # (2*6)^(1/4), (8*6)^(-1/4): printed by fairseq
     assert "valid on 'valid' subset" in log
+    if "--deepnorm-ln-lr-multiplier" in extra:  # reached the model's config (its effect: unit test)
+        assert "'deepnorm_ln_lr_multiplier': 'auto'" in log
 
 
 @pytest.mark.slow

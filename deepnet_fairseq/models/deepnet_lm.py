@@ -12,7 +12,9 @@ for a single stack (Figure 2; ``constants.encoder_only`` / ``constants.decoder_o
   (12 layers, 768 / 3072 / 12 heads, as ``transformer_lm_gpt``) and ``deepnet_lm_tiny``
   (2, 64 / 128 / 2); depth from ``--decoder-layers``.
 
-``--deepnorm-{encoder,decoder}-{alpha,beta}`` override the constants, as for translation.
+``--deepnorm-{encoder,decoder}-{alpha,beta}`` override the constants and
+``--deepnorm-ln-lr-multiplier`` scales the LayerNorms' step (``layernorm_lr.py``; ``auto`` is
+beta^2/alpha^2 = 1/(4N) here), as for translation.
 """
 
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from fairseq.models.transformer_lm import (
 from fairseq.dataclass import FairseqDataclass
 from fairseq.utils import safe_getattr, safe_hasattr
 
-from .. import constants
+from .. import constants, layernorm_lr
 from ..initialization import deepnorm_init_
 from ..layers import DeepNormDecoderLayer, DeepNormEncoderLayer, wrap_for_training
 
@@ -42,6 +44,13 @@ def _reject_pre_ln(args, side: str) -> None:
             f"--{side}-normalize-before cannot be used with --arch {args.arch}: DeepNorm is a "
             f"Post-LN method. Drop the flag (fairseq's own {'roberta_prenorm' if side == 'encoder' else 'transformer_lm'} "
             f"is the Pre-LN baseline).")
+
+
+def _tag_layernorms(args, c: constants.DeepNormConstants, side: str, layers) -> None:
+    """--deepnorm-ln-lr-multiplier for the one stack; single-stack constants are the paper's."""
+    k = layernorm_lr.stack_multipliers(safe_getattr(args, "deepnorm_ln_lr_multiplier", None),
+                                       c, "paper")[side]
+    layernorm_lr.tag_layers(layers, k)
 
 
 # --- encoder-only (RoBERTa) ----------------------------------------------------------------
@@ -61,6 +70,8 @@ class EncoderOnlyDeepNormConfig(FairseqDataclass):
     deepnorm_encoder_beta: Optional[float] = field(
         default=None, metadata={"help": "DeepNorm init gain beta; default: the paper's "
                                 "encoder-only (8N)^(-1/4) for the actual --encoder-layers"})
+    deepnorm_ln_lr_multiplier: Optional[str] = field(
+        default=None, metadata={"help": layernorm_lr.HELP})
 
 
 class DeepNetSentenceEncoder(TransformerEncoderBase):
@@ -97,9 +108,11 @@ class DeepNetRobertaModel(RobertaModel):
 
     def __init__(self, args, encoder):
         super().__init__(args, encoder)
-        beta = encoder_only_constants(args).encoder_beta
-        for layer in self.encoder.sentence_encoder.layers:
-            deepnorm_init_(layer, beta)
+        c = encoder_only_constants(args)
+        layers = self.encoder.sentence_encoder.layers
+        for layer in layers:
+            deepnorm_init_(layer, c.encoder_beta)
+        _tag_layernorms(args, c, "encoder", layers)
 
     @classmethod
     def build_model(cls, args, task):
@@ -123,10 +136,11 @@ class DeepNetRobertaModel(RobertaModel):
 def deepnet_roberta_architecture(args):
     """RoBERTa base size (12 layers, 768 / 3072 / 12 heads), Post-LN DeepNorm."""
     _reject_pre_ln(args, "encoder")
-    for name in ("deepnorm_encoder_alpha", "deepnorm_encoder_beta"):
+    for name in ("deepnorm_encoder_alpha", "deepnorm_encoder_beta", "deepnorm_ln_lr_multiplier"):
         setattr(args, name, safe_getattr(args, name, None))
     roberta_base_architecture(args)
     encoder_only_constants(args)  # raises on a non-positive depth or override
+    layernorm_lr.validate(args)
 
 
 @register_model_architecture("deepnet_roberta", "deepnet_roberta_large")
@@ -166,6 +180,8 @@ class DeepNetLanguageModelConfig(TransformerLanguageModelConfig):
     deepnorm_decoder_beta: Optional[float] = field(
         default=None, metadata={"help": "DeepNorm init gain beta; default: the paper's "
                                 "decoder-only (8M)^(-1/4) for the actual --decoder-layers"})
+    deepnorm_ln_lr_multiplier: Optional[str] = field(
+        default=None, metadata={"help": layernorm_lr.HELP})
 
 
 class DeepNetLMDecoder(TransformerDecoder):
@@ -197,7 +213,9 @@ class DeepNetLanguageModel(TransformerLanguageModel):
             shell = super().build_model(args, task)
         finally:
             args.decoder_layers = layers
-        return cls(DeepNetLMDecoder(args, task.target_dictionary, shell.decoder.embed_tokens))
+        model = cls(DeepNetLMDecoder(args, task.target_dictionary, shell.decoder.embed_tokens))
+        _tag_layernorms(args, model.decoder.constants, "decoder", model.decoder.layers)
+        return model
 
 
 @register_model_architecture("deepnet_lm", "deepnet_lm_gpt")
@@ -211,7 +229,9 @@ def deepnet_lm_architecture(args):
     args.activation_fn = safe_getattr(args, "activation_fn", "gelu")
     base_lm_architecture(args)
     args.decoder_normalize_before = False  # base_lm_architecture forces Pre-LN; DeepNorm is Post-LN
+    args.deepnorm_ln_lr_multiplier = safe_getattr(args, "deepnorm_ln_lr_multiplier", None)
     decoder_only_constants(args)  # raises on a non-positive depth or override
+    layernorm_lr.validate(args)
 
 
 @register_model_architecture("deepnet_lm", "deepnet_lm_tiny")
