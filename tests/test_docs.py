@@ -115,6 +115,8 @@ DOC_COMMANDS = [
      r"python benchmarks/decode_speed\.py .*", "tests/test_export.py::"
      "test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks"),
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
+    (r"python -m deepnet_fairseq\.recipes\.curves( .*)?",
+     "tests/test_recipes_e2e.py::test_wmt17_sweep_with_forced_divergence"),
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",
      "tests/test_attribution.py::test_figure5_script_runs_a_row_and_refuses_an_unknown_one"),
 ]

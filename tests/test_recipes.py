@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import REPO
-from deepnet_fairseq.recipes import report, runlog, score
+from deepnet_fairseq.recipes import curves, report, runlog, score
 
 SCRIPTS = sorted(glob.glob(os.path.join(REPO, "scripts", "*", "*.sh")))
 RECIPES = [s for s in SCRIPTS if os.path.basename(os.path.dirname(s)) in ("wmt17", "opus100", "iwslt14")]
@@ -118,6 +118,25 @@ def test_classify_ok_diverged_failed():
     assert fpe["status"] == "diverged" and "Minimum loss scale" in fpe["reason"]
     oom = runlog.classify(VALID.format(7.0, 5) + "RuntimeError: CUDA out of memory.\n", 1, 1024)
     assert oom["status"] == "failed" and "out of memory" in oom["reason"]
+
+
+def test_valid_curve_reads_every_validation_and_a_resumed_run_keeps_the_later_one():
+    log = (VALID.format(9.1, 10) + "train_inner | loss=7.2, num_updates=15\n"
+           + VALID.format(8.0, 20) + VALID.format(7.9, 20) + VALID.format("nan", 30))
+    curve = runlog.valid_curve(log)
+    assert list(curve) == [10, 20, 30] and curve[10] == 9.1 and curve[20] == 7.9
+    assert math.isnan(curve[30])
+
+
+def test_curves_refuses_a_directory_without_a_curve_and_writes_nothing(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path), "--export", str(tmp_path / "out")])
+    assert "neither train.log nor valid_loss.csv" in capsys.readouterr().err
+    (tmp_path / "train.log").write_text("no validation yet\n")
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path), "--export", str(tmp_path / "out")])
+    assert "no validation record yet" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 # ---- scoring --------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import pytest
 from conftest import REPO
 
 from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes import curves
 
 MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
 pytestmark = pytest.mark.slow
@@ -81,6 +82,18 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
     # a finished sweep is not redone: re-running only rewrites the table
     again = recipe("wmt17", "sweep", wmt17, RUNS=runs)
     assert again.stderr.count("already finished") == 5
+    # the curves tool keeps a run's records: its last validation is the status's
+    kept = wmt17 / "kept"
+    curves.main([str(wmt17 / "runs" / "deepnet-2L-2L"), "--export", str(kept),
+                 "--plot", str(kept / "curves.png")])
+    exported = kept / "deepnet-2L-2L"
+    assert json.load(open(exported / "status.json")) == json.load(
+        open(wmt17 / "runs" / "deepnet-2L-2L" / "status.json"))
+    assert (exported / "eval.json").is_file() and (kept / "curves.png").stat().st_size > 0
+    *_, last = (exported / "valid_loss.csv").read_text().split()
+    assert float(last.split(",")[1]) == float(rows["deepnet-2L-2L"]["last_valid_loss"])
+    assert curves.read_curve(str(exported)) == curves.read_curve(
+        str(wmt17 / "runs" / "deepnet-2L-2L"))
 
 
 def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):

@@ -14,7 +14,7 @@ import torch
 
 from .. import USER_DIR, methods
 from ..methods import tiny_width_args
-from ..recipes import atomic_open
+from ..recipes import atomic_open, save_png
 
 
 def method_names(value: str) -> List[str]:
@@ -111,10 +111,7 @@ def write_csv(path: str, rows: List[Dict], fields: Sequence[str], float_format: 
     atomic_write_text(path, buffer.getvalue())
 
 
-def atomic_savefig(figure, path: str) -> None:
-    """Save ``figure`` as PNG at ``path`` through a temporary file beside it and a rename."""
-    with atomic_open(path, "wb") as out:
-        figure.savefig(out, format="png", dpi=120, bbox_inches="tight")
+atomic_savefig = save_png  # (figure, path): one atomic PNG writer for recipes and diagnostics
 
 
 def pyplot():

@@ -33,5 +33,11 @@ def write_atomically(path: str, text: str) -> None:
         out.write(text)
 
 
+def save_png(figure, path: str) -> None:
+    """Save a matplotlib ``figure`` as PNG at ``path`` through a temporary file and a rename."""
+    with atomic_open(path, "wb") as out:
+        figure.savefig(out, format="png", dpi=120, bbox_inches="tight")
+
+
 def write_json(path: str, data) -> None:
     write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

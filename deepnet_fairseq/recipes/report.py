@@ -26,7 +26,7 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from . import atomic_open, write_atomically
+from . import save_png, write_atomically
 from .distinct import DEFAULT_MIN_SHARE, ignores_source
 from .paper import NOTES, PAPER, lookup
 
@@ -228,9 +228,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     ax.set_title(f"{dataset}: BLEU vs depth")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=120)
+    save_png(fig, path)
     plt.close(fig)
 
 

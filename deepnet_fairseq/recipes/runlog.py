@@ -42,6 +42,17 @@ def _float(text: str) -> float:
         return math.nan
 
 
+def valid_curve(log_text: str) -> Dict[int, float]:
+    """{num_updates: validation loss (bits)} of every validation in a fairseq-train log; a
+    resumed run validates some updates twice, and its later record wins."""
+    curve = {}
+    for line in log_text.splitlines():
+        loss, updates = _VALID.search(line), _UPDATES.search(line)
+        if loss and updates:
+            curve[int(updates.group(1))] = _float(loss.group(1))
+    return dict(sorted(curve.items()))
+
+
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
              signal: Optional[str] = None) -> Dict:
     """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
