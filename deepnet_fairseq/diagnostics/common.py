@@ -14,7 +14,7 @@ import torch
 
 from .. import USER_DIR, methods
 from ..methods import tiny_width_args
-from ..recipes import atomic_open, save_png
+from ..recipes import save_png, write_atomically
 
 
 def method_names(value: str) -> List[str]:
@@ -94,10 +94,7 @@ def reverse_copy_batch(dictionary, batch_size: int, length: int, generator: torc
     }
 
 
-def atomic_write_text(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file beside it and a rename."""
-    with atomic_open(path) as out:
-        out.write(text)
+atomic_write_text = write_atomically  # (path, text): the recipes' atomic text writer
 
 
 def write_csv(path: str, rows: List[Dict], fields: Sequence[str], float_format: str) -> None:
