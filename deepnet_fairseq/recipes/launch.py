@@ -35,7 +35,7 @@ from typing import Callable, List, Mapping, Optional
 
 from .devices import count_gpus
 from .settings import PREFIX, SettingError, Settings, resolve
-from .workdir import MARKER
+from .workdir import MARKER, Busy, NotOurs, describe_os_error
 
 
 @dataclass
@@ -312,9 +312,12 @@ def main(argv=None) -> int:
             return 0
         return {"train": runner.train, "evaluate": runner.evaluate,
                 "sweep": runner.sweep}[args.step](cfg, os.environ, args.dry_run)
-    except SettingError as err:
+    except (SettingError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk, a read-only directory: one line, no traceback
+        print(f"error: {describe_os_error(err)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

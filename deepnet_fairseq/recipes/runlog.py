@@ -30,8 +30,8 @@ from . import write_json
 
 _DIVERGED = re.compile(r"FloatingPointError|Minimum loss scale reached|gradients are Nan/Inf"
                        r"|\bloss=(nan|inf|-inf)\b", re.IGNORECASE)
-_VALID = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
-_UPDATES = re.compile(r"num_updates[= ](\d+)")
+VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
+UPDATES = re.compile(r"num_updates[= ](\d+)")
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 
 
@@ -47,7 +47,7 @@ def valid_curve(log_text: str) -> Dict[int, float]:
     resumed run validates some updates twice, and its later record wins."""
     curve = {}
     for line in log_text.splitlines():
-        loss, updates = _VALID.search(line), _UPDATES.search(line)
+        loss, updates = VALID_LOSS.search(line), UPDATES.search(line)
         if loss and updates:
             curve[int(updates.group(1))] = _float(loss.group(1))
     return dict(sorted(curve.items()))
@@ -56,8 +56,8 @@ def valid_curve(log_text: str) -> Dict[int, float]:
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
              signal: Optional[str] = None) -> Dict:
     """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
-    valid = [_float(v) for v in _VALID.findall(log_text)]
-    updates = [int(u) for u in _UPDATES.findall(log_text)]
+    valid = [_float(v) for v in VALID_LOSS.findall(log_text)]
+    updates = [int(u) for u in UPDATES.findall(log_text)]
     last_valid: Optional[float] = valid[-1] if valid else None
     result = {"last_valid_loss": last_valid, "num_updates": max(updates) if updates else 0}
     uniform = math.log2(vocab_size)

@@ -16,6 +16,7 @@ The next launch of a run that is not ok or diverged resumes from ``checkpoint_la
 by the newest complete update checkpoint); ``RETRY=1`` trains a finished run again.
 """
 
+import ctypes
 import datetime
 import json
 import os
@@ -34,11 +35,12 @@ from . import runlog, write_atomically, write_json
 from .launch import (evaluate_command, method_args, paths, plan_layout, task_args,
                      train_command)
 from .settings import PREFIX, SETTINGS, SettingError, Settings, run_name
-from .workdir import make_dirs
+from .workdir import LOCK, MARKER, RunLock, describe_os_error, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KILL_AFTER_S = 20  # after passing a signal on, SIGKILL what is left after this long
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def log(cfg: Settings, step: str, message: str) -> None:
@@ -50,13 +52,29 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
+def _dies_with_parent(parent: int) -> Callable[[], None]:
+    """A preexec_fn: the child gets SIGTERM when its launcher dies, even by SIGKILL (Linux's
+    parent-death signal; CMD runs in its own session, so nothing else would reach it)."""
+    def preexec() -> None:
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):  # not Linux: the launcher's own handlers still forward
+            return
+        if os.getppid() != parent:  # the launcher died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    return preexec
+
+
 def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[str]] = None,
-                   echo: Callable[[str], None] = lambda line: None) -> Tuple[int, Optional[int]]:
+                   echo: Callable[[str], None] = lambda line: None,
+                   pass_fds: Tuple[int, ...] = ()) -> Tuple[int, Optional[int]]:
     """Run CMD; with LOGS, append its output to each of them as it comes (not at the end).
 
     SIGTERM / SIGINT / SIGHUP received meanwhile are passed on to CMD's process group (CMD
     runs in its own session, so a terminal's Ctrl-C reaches it once, through here), and what
-    still runs KILL_AFTER_S later is killed. Returns (exit code, signal received or None).
+    still runs KILL_AFTER_S later is killed; if the launcher itself is killed, CMD gets SIGTERM
+    (``_dies_with_parent``). ``pass_fds``: descriptors CMD inherits (the run's lock). Returns
+    (exit code, signal received or None).
     """
     received: List[int] = []
     proc: List[subprocess.Popen] = []
@@ -82,7 +100,8 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
         pipe = subprocess.PIPE if logs is not None else None
         proc.append(subprocess.Popen(cmd, stdout=pipe, stderr=subprocess.STDOUT if pipe else None,
                                      env={**env, "PYTHONUNBUFFERED": "1"},
-                                     start_new_session=True))
+                                     start_new_session=True, pass_fds=pass_fds,
+                                     preexec_fn=_dies_with_parent(os.getpid())))
         if received:
             kill(received[0])
         if logs is not None:
@@ -151,6 +170,18 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             "to checkpoint_last.pt.incomplete, training starts again from update 0")
 
 
+def _stale_temporaries(run_dir: str) -> List[str]:
+    """Temporaries a killed attempt leaves in a run directory: fairseq's ``*.pt.tmp``
+    checkpoint copies and the ``.tmp-*`` files of ``atomic_open``. Only called under the run's
+    lock, so no live process is writing them."""
+    found = []
+    for directory in (run_dir, os.path.join(run_dir, "checkpoints")):
+        if os.path.isdir(directory):
+            found += [os.path.join(directory, name) for name in sorted(os.listdir(directory))
+                      if name.endswith(".pt.tmp") or name.startswith(".tmp-")]
+    return [path for path in found if os.path.isfile(path)]
+
+
 def _vocab_size(bin_dir: str) -> int:
     dicts = sorted(name for name in os.listdir(bin_dir) if name.startswith("dict.")
                    and name.endswith(".txt"))
@@ -186,6 +217,42 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
 
+    if os.path.isdir(run_dir) and not is_ours(run_dir):
+        raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
+                           "in it): refusing to write into it. Choose another RUN_NAME, or move "
+                           "the directory away")
+    make_dirs(run_dir)
+    with RunLock(run_dir, f"{LOCK}{layout.node_suffix}") as lock:
+        try:
+            return _train_attempt(cfg, env, layout, command, lock)
+        except OSError as err:  # a full disk, a directory made read-only: not "running"
+            if layout.is_rank0:
+                _mark_failed(run_dir, describe_os_error(err))
+            raise
+
+
+def _mark_failed(run_dir: str, reason: str) -> None:
+    """Set the run's status to failed, even on a full disk: if no new file can be written,
+    overwrite status.json in place (a few hundred bytes fit in the block it already has)."""
+    path = os.path.join(run_dir, "status.json")
+    status = {**(_status(run_dir) or {}), "status": "failed", "reason": reason}
+    text = json.dumps(status, indent=2, sort_keys=True) + "\n"
+    try:
+        write_atomically(path, text)
+    except OSError:
+        try:
+            with open(path, "r+", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.truncate()
+        except OSError:
+            pass  # nothing more can be done; the error line says what happened
+
+
+def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[str],
+                   lock: RunLock) -> int:
+    """One attempt of a run whose directory this launcher holds (``train``)."""
+    where = paths(cfg)
+    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
     attempts = make_dirs(os.path.join(run_dir, "attempts"))
     suffix = layout.node_suffix
     number = _next_attempt(attempts, suffix)
@@ -197,6 +264,9 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
+        for stale in _stale_temporaries(run_dir):
+            os.remove(stale)
+            log(cfg, "train", f"{name}: removed {stale}, left by an interrupted attempt")
         repaired = repair_last_checkpoint(os.path.join(run_dir, "checkpoints"))
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
@@ -216,7 +286,8 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         if "valid on '" in line:
             print("    " + line.rstrip(), file=sys.stderr, flush=True)
 
-    code, signum = run_forwarding(command, env, [attempt_log, train_log], echo)
+    code, signum = run_forwarding(command, env, [attempt_log, train_log], echo,
+                                  pass_fds=(lock.fd,))
     ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
     for path in (attempt_log, train_log):
         _append(path, f"==== attempt {number} ended {_now()}: {ending}\n")

@@ -77,6 +77,7 @@ SETTINGS: Dict[str, Setting] = {
     "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece"),
     "MAX_LEN": _s("int", "drop training pairs longer than this (words)"),
     "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio"),
+    "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8"),
     # the run
     "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet"),
     "LAYERS": _s("int", "layers per side", "6"),
@@ -259,7 +260,11 @@ def unknown_names(env: Mapping[str, str]) -> List[str]:
     """Messages for variables that look like settings but are not (typos)."""
     problems = []
     for name in sorted(env):
-        if name.startswith(PREFIX):
+        upper = name.upper()
+        if name != upper and (upper in SETTINGS or upper.startswith(PREFIX)):
+            problems.append(f"{name}={env[name]}: setting names are upper case; did you mean "
+                            f"{upper}?")
+        elif name.startswith(PREFIX):
             bare = name[len(PREFIX):]
             if bare not in SETTINGS:
                 problems.append(f"{name} is not a recipe setting{_suggest(bare)}")
@@ -342,7 +347,80 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     for name in SETTINGS:
         default(name)
     _derive(cfg, env)
+    check_ranges(cfg)
     return cfg
+
+
+# Numeric settings that must lie in a range; checked once all are resolved, before anything
+# is written. (lowest, highest, whether the lowest itself is allowed); None: no bound.
+AT_LEAST_ONE = (1, None, True)
+RANGES: Dict[str, Tuple[Optional[float], Optional[float], bool]] = {
+    **{name: AT_LEAST_ONE for name in (
+        "LAYERS", "ENC_LAYERS", "DEC_LAYERS", "EMBED_DIM", "FFN_DIM", "HEADS", "VOCAB",
+        "SPM_SENTENCES", "MAX_LEN", "TOKENS_PER_UPDATE", "SAVE_INTERVAL_UPDATES", "AVERAGE_LAST",
+        "MAX_TOKENS", "BEAM", "LOG_INTERVAL", "NNODES", "FP16_SCALE_WINDOW", "MASTER_PORT",
+        "CHECKPOINT_ACTIVATIONS_FROM")},
+    "LR": (0, None, False),
+    "WARMUP_INIT_LR": (0, None, True),
+    "CLIP_NORM": (0, None, True),
+    "WEIGHT_DECAY": (0, None, True),
+    "DROPOUT": (0, 1, True),
+    "LABEL_SMOOTHING": (0, 1, True),
+    "LEN_RATIO": (1, None, True),
+    "TEMPERATURE": (0, None, False),
+    "FP16_INIT_SCALE": (0, None, False),
+    "MIN_LOSS_SCALE": (0, None, False),
+}
+
+
+def _in_range(value: float, lowest, highest, inclusive: bool) -> bool:
+    if lowest is not None and (value < lowest or (value == lowest and not inclusive)):
+        return False
+    return highest is None or value < highest
+
+
+def check_ranges(cfg: "Settings") -> None:
+    """Every numeric setting within its range, and the settings that must agree, agree."""
+    problems = []
+
+    def bad(name, rule):
+        problems.append(f"{name}={cfg[name]} (from {cfg.sources[name]}): {rule}")
+
+    for name, (lowest, highest, inclusive) in RANGES.items():
+        if name in cfg and not _in_range(float(cfg[name]), lowest, highest, inclusive):
+            rule = ("must be " + (f">= {lowest}" if inclusive else f"> {lowest}")
+                    + (f" and < {highest}" if highest is not None else ""))
+            bad(name, rule)
+    if "ADAM_BETAS" in cfg:
+        betas = [float(b) for b in cfg["ADAM_BETAS"].strip("() ").split(",")]
+        if not all(0 <= b < 1 for b in betas):
+            bad("ADAM_BETAS", "both betas must lie in [0, 1)")
+    if "MAX_UPDATE" in cfg and "MAX_EPOCH" in cfg and \
+            cfg.int("MAX_UPDATE") == 0 and cfg.int("MAX_EPOCH") == 0:
+        bad("MAX_UPDATE", "MAX_UPDATE and MAX_EPOCH are both 0, so training would never end; "
+                          "set one of them above 0")
+    if "MASTER_PORT" in cfg and cfg.int("MASTER_PORT") > 65535:
+        bad("MASTER_PORT", "must be a port number, at most 65535")
+    if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.int("HEADS") > 0 and \
+            cfg.int("EMBED_DIM") % cfg.int("HEADS"):
+        bad("EMBED_DIM", f"must be a multiple of HEADS={cfg['HEADS']}")
+    if cfg.dataset != "opus100" and "SRC" in cfg and "TGT" in cfg and cfg["SRC"] == cfg["TGT"]:
+        bad("TGT", f"the target language equals the source ({cfg['SRC']}): that is a copy "
+                   "task, not translation; set SRC and TGT to two languages")
+    if "RUN_NAME" in cfg:
+        name = cfg["RUN_NAME"]
+        if "/" in name or "\0" in name or name.startswith(".") or len(name) > 200:
+            bad("RUN_NAME", "must be a plain directory name under $WORK/runs (no '/', not "
+                            "starting with '.', at most 200 characters)")
+    if "ENCODING" in cfg:
+        import codecs
+
+        try:
+            codecs.lookup(cfg["ENCODING"])
+        except LookupError:
+            bad("ENCODING", "not an encoding Python knows (e.g. utf-8, latin-1, cp1252)")
+    if problems:
+        raise SettingError("\n".join(problems))
 
 
 def _method_training(cfg: Settings) -> None:

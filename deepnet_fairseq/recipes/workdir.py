@@ -61,3 +61,60 @@ def publish(tmp: str, path: str) -> None:
     remove_tree(path)
     os.replace(tmp, path)
     open(os.path.join(path, ".done"), "w").close()
+
+
+LOCK = ".lock"
+
+
+class Busy(RuntimeError):
+    """Another process holds the run directory's lock."""
+
+
+class RunLock:
+    """One launcher per run directory, for its whole life.
+
+    An exclusive ``flock`` on ``DIR/.lock``, which names its holder (pid, host, start). The
+    kernel releases it when every process holding the descriptor has exited, however they
+    die, so a killed run never leaves a stale lock; the trainer inherits the descriptor
+    (``pass_fds``), so the lock is held while an orphaned trainer still writes checkpoints.
+    """
+
+    def __init__(self, directory: str, name: str = LOCK):
+        self.path = os.path.join(directory, name)
+        self.fd = -1
+
+    def __enter__(self) -> "RunLock":
+        import datetime
+        import fcntl
+        import socket
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 300).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise Busy(f"{os.path.dirname(self.path)} is in use by {holder}: one trainer per run "
+                       "directory. Wait for it to finish, or stop it, then launch again") from None
+        now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}\n".encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)  # the kernel drops the lock with the last descriptor
+        self.fd = -1
+
+
+def describe_os_error(err: OSError) -> str:
+    """An OSError as one line: the path, the cause and what to do (no traceback)."""
+    import errno
+
+    advice = {errno.ENOSPC: "free some space and launch again: it resumes",
+              errno.EDQUOT: "free some space and launch again: it resumes",
+              errno.EROFS: "choose a writable directory (DEEPNET_WORK)",
+              errno.EACCES: "choose a directory you may write to (DEEPNET_WORK), or fix its "
+                            "permissions"}.get(err.errno, "")
+    path = err.filename if err.filename is not None else "(no path)"
+    return f"{path}: {err.strerror or err}" + (f"; {advice}" if advice else "")

@@ -1,0 +1,257 @@
+"""Hostile and careless inputs to the recipe runtime and the quickstart, one row each: the input,
+the message expected, and what must be unchanged (or not created) on disk. The checkpoint and
+corpus cases are in test_hostile_checkpoints.py and test_hostile_data.py."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Dict
+
+import pytest
+
+from conftest import REPO
+from deepnet_fairseq.recipes import launch, quickstart, runner, workdir
+from deepnet_fairseq.recipes.settings import SettingError, resolve
+
+BASE = {"DEVICE": "cpu", "SIZE": "smoke"}
+
+
+@dataclass
+class Row:
+    name: str
+    env: Dict[str, str]
+    message: str
+    extra: Dict[str, str] = field(default_factory=dict)
+
+
+# Settings refused by resolve(), before any directory exists.
+SETTING_ROWS = [
+    Row("absolute RUN_NAME", {"RUN_NAME": "/tmp/victim"}, "plain directory name"),
+    Row("RUN_NAME with ..", {"RUN_NAME": "../../victim"}, "plain directory name"),
+    Row("RUN_NAME hidden", {"RUN_NAME": ".."}, "plain directory name"),
+    Row("negative LR", {"LR": "-0.001"}, "LR=-0.001 (from environment LR): must be > 0"),
+    Row("zero LR", {"LR": "0"}, "must be > 0"),
+    Row("betas out of range", {"ADAM_BETAS": "(2, -1)"}, "both betas must lie in [0, 1)"),
+    Row("training that never ends", {"MAX_UPDATE": "0", "MAX_EPOCH": "0"}, "would never end"),
+    Row("lower-case name", {"layers": "2"}, "layers=2: setting names are upper case; did you "
+                                             "mean LAYERS?"),
+    Row("lower-case prefixed name", {"deepnet_lr": "1"}, "did you mean DEEPNET_LR?"),
+    Row("unknown device", {"DEVICE": "tpu"}, "expected one of auto, cuda, cpu"),
+    Row("zero layers", {"LAYERS": "0"}, "LAYERS=0 (from environment LAYERS): must be >= 1"),
+    Row("zero decoder layers", {"DEC_LAYERS": "0"}, "DEC_LAYERS=0"),
+    Row("source equals target", {"SRC": "en", "TGT": "en"}, "copy task"),
+    Row("dropout of 1", {"DROPOUT": "1"}, "DROPOUT=1"),
+    Row("width not a multiple of heads", {"EMBED_DIM": "65"}, "multiple of HEADS"),
+    Row("unknown encoding", {"ENCODING": "klingon"}, "not an encoding Python knows"),
+    Row("zero checkpoints averaged", {"AVERAGE_LAST": "0"}, "AVERAGE_LAST=0"),
+    Row("port out of range", {"MASTER_PORT": "70000"}, "at most 65535"),
+]
+
+
+@pytest.mark.parametrize("row", SETTING_ROWS, ids=lambda row: row.name)
+def test_bad_settings_are_refused_before_anything_is_written(row, tmp_path):
+    env = {**BASE, "DEEPNET_WORK": str(tmp_path / "work"), **row.env}
+    with pytest.raises(SettingError) as err:
+        resolve("wmt17", env, REPO)
+    assert row.message in str(err.value)
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("row", SETTING_ROWS[:3], ids=lambda row: row.name)
+def test_train_sh_refuses_a_run_name_outside_the_work_directory(row, tmp_path):
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "mine.txt").write_text("x")
+    env = {**os.environ, **BASE, "DEEPNET_WORK": str(tmp_path / "work"), **row.env}
+    proc = subprocess.run(["bash", os.path.join(REPO, "scripts", "wmt17", "train.sh")], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and row.message in proc.stderr
+    assert (victim / "mine.txt").read_text() == "x" and os.listdir(victim) == ["mine.txt"]
+    assert not (tmp_path / "work").exists()
+
+
+def prepared_work(tmp_path):
+    """A work directory whose data step is marked done (training itself is not reached)."""
+    work = tmp_path / "work"
+    workdir.make_dirs(str(work / "data" / "bin"))
+    (work / "data" / "bin" / ".done").touch()
+    return work
+
+
+def train(monkeypatch, capsys, env):
+    for name, value in {**BASE, **env}.items():
+        monkeypatch.setenv(name, value)
+    code = launch.main(["wmt17", "train"])
+    return code, capsys.readouterr().err
+
+
+def test_a_run_directory_the_recipes_did_not_create_is_left_alone(tmp_path, monkeypatch, capsys):
+    work = prepared_work(tmp_path)
+    mine = work / "runs" / "deepnet-1L-1L"
+    mine.mkdir(parents=True)
+    for name in ("config.json", "command.sh"):
+        (mine / name).write_text("the user's own\n")
+    (mine / "results").mkdir()
+    before = sorted(os.listdir(mine))
+    code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    assert code == 2 and f"{mine} exists and the recipes did not create it" in err
+    assert sorted(os.listdir(mine)) == before
+    assert (mine / "config.json").read_text() == "the user's own\n"
+
+
+def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypatch, capsys):
+    work = prepared_work(tmp_path)
+    run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
+    with workdir.RunLock(run_dir):
+        code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    assert code == 2 and f"is in use by pid {os.getpid()}" in err
+    assert "one trainer per run directory" in err
+    assert not os.path.exists(os.path.join(run_dir, "status.json"))
+
+
+def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
+    """The trainer inherits the lock: while an orphaned trainer runs, no second one starts."""
+    run_dir = workdir.make_dirs(str(tmp_path / "run"))
+    child = ("import sys, time; from deepnet_fairseq.recipes import runner, workdir\n"
+             "with workdir.RunLock(sys.argv[1]) as lock:\n"
+             "    runner.run_forwarding(['sleep', '30'], {}, pass_fds=(lock.fd,))\n")
+    proc = subprocess.Popen([sys.executable, "-c", child, run_dir])
+    deadline = time.time() + 20
+    while time.time() < deadline and "pid" not in _read(os.path.join(run_dir, ".lock")):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    sleeper = _children(proc.pid)
+    proc.kill()  # SIGKILL: no handler runs in the launcher
+    proc.wait()
+    # the parent-death signal stops the child; until it is gone it holds the lock
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(pid) for pid in sleeper):
+        time.sleep(0.1)
+    assert sleeper and not any(_alive(pid) for pid in sleeper), "the child outlived its launcher"
+    with workdir.RunLock(run_dir):
+        pass
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _children(pid):
+    out = subprocess.run(["ps", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+    pairs = [line.split() for line in out.splitlines()]
+    return [int(p) for p, parent in pairs if int(parent) == pid]
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_unwritable_work_directory_ends_in_one_line(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    work = blocker / "work"
+    code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    # the data check comes first and names the missing data; a write below a file fails so:
+    assert code in (1, 2) and "Traceback" not in err
+    with pytest.raises(OSError) as raised:
+        workdir.make_dirs(str(work / "runs"))
+    line = workdir.describe_os_error(raised.value)
+    assert str(work) in line and "Not a directory" in line and "\n" not in line
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 kB tmpfs (root can mount one, as on the project's machines and CI)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root): the full-disk case is not checked")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_leaves_the_status_failed_not_running(tiny_disk):
+    run_dir = workdir.make_dirs(str(tiny_disk / "run"))
+    status = os.path.join(run_dir, "status.json")
+    with open(status, "w") as handle:
+        json.dump({"status": "running", "reason": "attempt 1 started"}, handle)
+    filler = os.open(os.path.join(tiny_disk, "filler"), os.O_WRONLY | os.O_CREAT)
+    with pytest.raises(OSError):  # fill the disk
+        while True:
+            os.write(filler, b"\0" * 4096)
+    os.close(filler)
+    error = OSError(28, "No space left on device", os.path.join(run_dir, "train.log"))
+    runner._mark_failed(run_dir, workdir.describe_os_error(error))
+    with open(status) as handle:
+        written = json.load(handle)
+    assert written["status"] == "failed"
+    assert "No space left on device; free some space" in written["reason"]
+    assert not [name for name in os.listdir(run_dir) if name.startswith(".tmp-")]
+
+
+def test_stale_temporaries_of_a_killed_attempt_are_found(tmp_path):
+    run_dir = workdir.make_dirs(str(tmp_path / "run"))
+    os.makedirs(os.path.join(run_dir, "checkpoints"))
+    stale = [os.path.join(run_dir, ".tmp-abc123"),
+             os.path.join(run_dir, "checkpoints", "checkpoint_1_20.pt.tmp")]
+    kept = [os.path.join(run_dir, "notes.txt"),
+            os.path.join(run_dir, "checkpoints", "checkpoint_1_10.pt")]
+    for path in stale + kept:
+        open(path, "w").close()
+    assert runner._stale_temporaries(run_dir) == sorted(stale)
+
+
+# The quickstart's own settings, checked before anything runs.
+QUICKSTART_ROWS = [
+    Row("misspelled name", {"QUICKSTART_UPDATE": "5"}, "did you mean QUICKSTART_UPDATES?"),
+    Row("lower-case name", {"size": "smoke"}, "size=smoke: setting names are upper case"),
+    Row("unknown device", {"DEVICE": "tpu"}, "DEVICE=tpu: the quickstart runs on cpu or cuda"),
+    Row("unknown size", {"SIZE": "mini"}, "the quickstart's sizes are quickstart and smoke"),
+    Row("zero updates", {"QUICKSTART_UPDATES": "0"}, "expected a whole number >= 1"),
+    Row("data that is not Multi30k", {"QUICKSTART_DATA": "/nonexistent"}, "lacks train.en.gz"),
+]
+
+
+@pytest.mark.parametrize("row", QUICKSTART_ROWS, ids=lambda row: row.name)
+def test_quickstart_settings_are_checked(row):
+    with pytest.raises(quickstart.QuickstartError) as err:
+        quickstart.read_settings(row.env)
+    assert row.message in str(err.value)
+
+
+def test_quickstart_leaves_a_directory_it_did_not_create_alone(tmp_path, capsys, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x")
+    monkeypatch.setenv("SIZE", "smoke")
+    monkeypatch.setenv("QUICKSTART_DIR", str(mine))
+    assert quickstart.main([]) == 1
+    assert "the quickstart did not create it" in capsys.readouterr().err
+    assert os.listdir(mine) == ["notes.txt"]
+
+
+def test_quickstart_progress_line_has_update_validation_and_eta():
+    progress = quickstart.Progress(total=1000, every=3600)
+    progress.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    progress.first = (25, progress.first[1] - 10.0)  # 10 s ago
+    progress.feed("| train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
+    progress.feed("| valid | epoch 001 | valid on 'valid' subset | loss 7.25 | nll_loss 7.0 | "
+                  "num_updates 50")
+    line = progress.line()
+    assert line.startswith("update 50/1000 (5%)")
+    assert "validation loss 7.25 bits at update 50" in line
+    # 25 updates in about 10 s: 950 left take about 380 s
+    eta = int(line.split("ETA ")[1].split(" min")[0])
+    assert 5 <= eta <= 7
