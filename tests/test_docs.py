@@ -60,7 +60,8 @@ DOC_COMMANDS = [
     (r"bash scripts/install\.sh.*", ".ci/run"),
     (r"SIZE=smoke bash scripts/quickstart\.sh", ".ci/run"),
     (r"python -m pytest tests", ".ci/run"),
-    (r"bash scripts/quickstart\.sh", ".ci/run"),  # the same script, SIZE=smoke
+    (r"bash scripts/quickstart\.sh", ".ci/run"),
+    (r"bash scripts/quickstart\.sh --help", "tests/test_hostile_runtime.py::test_quickstart_help_and_thin_wrapper"),
     (r"pip install torch==.*", ".ci/run"),
     (r"fairseq-train DATA_BIN --user-dir deepnet_fairseq --arch deepnet_transformer_18_18 .*",
      "tests/test_cli.py::test_train_generate_resume_average_from_source_tree"),
@@ -161,7 +162,7 @@ def test_the_ci_runs_the_readmes_two_commands_verbatim():
     with open(os.path.join(REPO, ".ci", "run"), encoding="utf-8") as f:
         ci = f.read()
     readme = {command for path, command in ALL if path == "README.md"}
-    for command in ("bash scripts/install.sh && SIZE=smoke bash scripts/quickstart.sh",
+    for command in ("bash scripts/install.sh && bash scripts/quickstart.sh",
                     "python -m pytest tests"):
         assert command in readme and command in ci
 
@@ -220,3 +221,79 @@ def test_relative_links_resolve(path):
             if anchor not in headings:
                 broken.append(target)
     assert not broken, f"{path}: broken links {broken}"
+
+
+def prose_paragraphs(text):
+    """[paragraph, whether a code block follows it] of Markdown prose: code (fenced or
+    indented), tables, headings and HTML left out; each list item is a paragraph."""
+    found, block = [], []
+    fence = in_code = False
+    last_was_prose = False  # the block just closed was prose: a code block may follow it
+
+    def close():
+        nonlocal last_was_prose
+        if block:
+            found.append([" ".join(block), False])
+            block.clear()
+            last_was_prose = True
+
+    def code_starts():
+        nonlocal last_was_prose
+        close()
+        if last_was_prose:
+            found[-1][1] = True
+        last_was_prose = False
+
+    previous_blank = True
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            if not fence:
+                code_starts()
+            fence = not fence
+        elif fence or (in_code and (line.startswith("    ") or not stripped)):
+            pass
+        elif previous_blank and line.startswith("    ") and stripped:
+            code_starts()  # an indented code block
+            in_code = True
+        elif not stripped:
+            close()
+        elif (stripped.startswith(("#", "![")) or re.fullmatch(r"\|.*\|", stripped)
+              or re.match(r"<(!--|/?[a-z]+[ >])", stripped)):  # heading, image, table, HTML
+            close()
+            last_was_prose = False
+        else:
+            in_code = False
+            if re.match(r"([-*+]|\d+\.)\s", stripped):
+                close()
+            block.append(stripped)
+            last_was_prose = False
+        previous_blank = not stripped
+    close()
+    return [tuple(entry) for entry in found]
+
+
+# Hand-written prose: the README, the docs and the notes of committed results
+PROSE = DOCS + ["configs/README.md"] + sorted(
+    os.path.relpath(os.path.join(root, name), REPO)
+    for root, _, names in os.walk(os.path.join(REPO, "results")) for name in names
+    if name == "README.md")
+
+
+@pytest.mark.parametrize("path", PROSE)
+def test_no_sentence_is_cut_off(path):
+    """Every paragraph ends like a sentence (or introduces the code block after it): a
+    sentence cut off in the middle, as the README once had ("Small models,"), fails."""
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        paragraphs = prose_paragraphs(f.read())
+    cut = [text[-80:] for text, code_follows in paragraphs
+           if not code_follows and not re.search(r"[.!?:;)\]`*_\"'>]$", text)]
+    assert not cut, f"{path}: paragraphs that stop mid-sentence: {cut}"
+
+
+def test_the_cut_off_check_catches_a_cut_sentence():
+    text = "Intro.\n\nDeepNet gains BLEU with depth. Small models,\n\n| a | b |\n"
+    assert [p for p, _ in prose_paragraphs(text)] == [
+        "Intro.", "DeepNet gains BLEU with depth. Small models,"]
+    text = "LayerNorm removes the scale, so\n\n    LN(c x) = LN(x)\n\nDone.\n"
+    assert prose_paragraphs(text) == [("LayerNorm removes the scale, so", True), ("Done.", False)]

@@ -255,3 +255,15 @@ def test_quickstart_progress_line_has_update_validation_and_eta():
     # 25 updates in about 10 s: 950 left take about 380 s
     eta = int(line.split("ETA ")[1].split(" min")[0])
     assert 5 <= eta <= 7
+
+
+def test_quickstart_help_and_thin_wrapper():
+    """scripts/quickstart.sh hands over to the Python program; --help lists every setting,
+    and an unexpected argument is refused without running anything."""
+    script = os.path.join(REPO, "scripts", "quickstart.sh")
+    shown = subprocess.run(["bash", script, "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0
+    for name in quickstart.NAMES:
+        assert name in shown.stdout
+    refused = subprocess.run(["bash", script, "now"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "unrecognized arguments: now" in refused.stderr
