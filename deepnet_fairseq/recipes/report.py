@@ -50,7 +50,9 @@ def collect(dataset: str, runs_dir: str) -> List[Dict]:
         status = _read(os.path.join(runs_dir, name, "status.json"))
         if status is None:
             continue
-        evaluation = _read(os.path.join(runs_dir, name, "eval", "eval.json")) or {}
+        # a run as training left it (eval/eval.json), or as recipes.curves --export keeps it
+        evaluation = (_read(os.path.join(runs_dir, name, "eval", "eval.json"))
+                      or _read(os.path.join(runs_dir, name, "eval.json")) or {})
         n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
         row = {key: "" for key in COLUMNS}
         row.update(dataset=dataset, run=name, method=status["method"],
