@@ -33,21 +33,24 @@ two runs of the same model on different hardware. A float64 sum would change not
 matters and double the accumulator. Non-floating-point tensors (step counters, integer
 buffers) are copied from the newest checkpoint, not averaged.
 
-The output is written to a temporary file and renamed, so an interrupted run never leaves a
-partial checkpoint behind.
+**Safety.** The output is written to a temporary file and renamed, so an interrupted run
+never leaves a partial checkpoint behind; the temporary is removed on failure, SIGTERM and
+Ctrl-C, and one left by a killed earlier run is removed by the next (``checkpoint_io``). An
+``--output`` that is one of the inputs is refused, an existing one too unless ``--force``, before
+anything is read. An unreadable input stops the run with one line, ``cannot read PATH: CAUSE``
+(exit status 1).
 """
 
 import argparse
 import os
 import re
 import sys
-import zipfile
 from typing import Dict, List
 
 import torch
 
-from . import checkpoint_compat  # noqa: F401  (allowlists argparse.Namespace for torch.load)
-from .recipes import atomic_open
+from .checkpoint_io import (CheckpointError, output_problem, read_checkpoint, save_checkpoint,
+                            signals_raise)
 
 _PATTERNS = {
     "epoch": re.compile(r"^checkpoint(\d+)\.pt$"),
@@ -74,8 +77,12 @@ def last_checkpoints(directory: str, count: int, kind: str) -> List[str]:
 
 def load_lazily(path: str) -> Dict:
     """A checkpoint read weights-only, its tensors memory-mapped (read from disk when used).
-    Files in torch's legacy (non-zip) format cannot be mapped and are read whole."""
-    return torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
+    Files in torch's legacy (non-zip) format cannot be mapped and are read whole. Raises
+    CheckpointError for an unreadable file or one without a model."""
+    state = read_checkpoint(path, mmap=True)
+    if not isinstance(state.get("model"), dict):
+        raise CheckpointError(path, "not a fairseq checkpoint (no 'model' entry)")
+    return state
 
 
 def model_only(newest: Dict, model: Dict, **extra_state) -> Dict:
@@ -149,8 +156,15 @@ def average(paths: List[str]) -> Dict:
 
 def save_atomically(state: Dict, output: str) -> None:
     """torch.save through a temporary file renamed into place, readable as the umask says."""
-    with atomic_open(output, "wb") as out:
-        torch.save(state, out)
+    save_checkpoint(state, output)
+
+
+def at_least_one(text: str) -> int:
+    """argparse type: a count of checkpoints (0 or less would silently average all or some)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def cli_main(argv=None) -> None:
@@ -160,11 +174,13 @@ def cli_main(argv=None) -> None:
     )
     parser.add_argument("--inputs", nargs="+", required=True,
                         help="checkpoint files, or one directory with --num-*-checkpoints")
-    parser.add_argument("--output", required=True, help="path of the averaged checkpoint")
+    parser.add_argument("--output", required=True, help="path of the averaged checkpoint "
+                        "(never one of the inputs)")
+    parser.add_argument("--force", action="store_true", help="replace an existing OUTPUT")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--num-epoch-checkpoints", type=int,
+    group.add_argument("--num-epoch-checkpoints", type=at_least_one, metavar="N",
                        help="average the last N checkpointN.pt of the --inputs directory")
-    group.add_argument("--num-update-checkpoints", type=int,
+    group.add_argument("--num-update-checkpoints", type=at_least_one, metavar="N",
                        help="average the last N checkpoint_E_U.pt of the --inputs directory")
     args = parser.parse_args(argv)
 
@@ -180,8 +196,15 @@ def cli_main(argv=None) -> None:
             missing = [p for p in paths if not os.path.isfile(p)]
             if missing:
                 raise ValueError(f"no such checkpoint file(s): {', '.join(missing)}")
+        problem = output_problem(args.output, paths, args.force)
+        if problem:
+            raise ValueError(problem)
         print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)
-        save_atomically(average(paths), args.output)
+        with signals_raise():  # a kill or Ctrl-C still removes the temporary
+            save_atomically(average(paths), args.output)
+    except CheckpointError as err:
+        print(err, file=sys.stderr)
+        sys.exit(1)
     except ValueError as err:
         parser.error(str(err))
     print(f"wrote {args.output}", file=sys.stderr)

@@ -27,6 +27,14 @@ options and ``--user-dir``. Everything else (task options, dictionary paths, siz
 training position) is kept. ``--ctranslate2``: CTranslate2's own fairseq converter run on that
 checkpoint, plus the sentencepiece model, in a directory that appears complete or not at all.
 
+**Inputs are safe.** The checkpoint is read with torch's weights-only unpickler, whatever
+``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says (``checkpoint_io``); an unreadable one stops the export
+with one line, ``cannot read PATH: CAUSE`` (exit status 1). An ``--output`` that is the
+checkpoint, or a ``--ctranslate2`` directory that holds it, is refused; an existing output (a
+non-empty directory for ``--ctranslate2``) too, unless ``--force``. Temporaries are removed on
+failure, SIGTERM and Ctrl-C, and those of a killed earlier run by the next run. ``--data DIR``
+must hold the model's dictionaries: the sizes of their embeddings are checked against them.
+
 Refused, with nothing written: methods other than DeepNet (not plain Post-LN after folding),
 DeepNorm's Pre-LN forms (``--deepnorm-constants pre_ln_*``) and Pre-LN, unknown architectures.
 fairseq's own ``transformer`` architectures pass through unchanged (weights and options);
@@ -43,8 +51,9 @@ from typing import Dict, Optional
 
 import torch
 
-from . import checkpoint_compat  # noqa: F401  (lets torch >= 2.6 read fairseq-train checkpoints)
 from .average_checkpoints import model_only, save_atomically
+from .checkpoint_io import (CheckpointError, output_problem, read_fairseq_checkpoint,
+                            remove_stale_temporaries, signals_raise, temporary_prefix)
 from .layers import RECORD
 
 QUANTIZATIONS = ("int8", "int8_float16", "float16")
@@ -171,18 +180,52 @@ def data_dir(stored: str, given: Optional[str]) -> str:
     return found
 
 
+def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) -> None:
+    """Refuse a data directory whose dictionaries are not the model's: each side's embedding
+    has one row per entry of its dict.LANG.txt (fairseq's four special symbols included)."""
+    from fairseq.data import Dictionary, data_utils
+
+    src, tgt = task_cfg.get("source_lang"), task_cfg.get("target_lang")
+    if src is None or tgt is None:  # fairseq infers them from the data's file names
+        src, tgt = data_utils.infer_language_pair(data)
+        if src is None or tgt is None:
+            raise ExportError(f"the checkpoint does not name its languages and {data} has no "
+                              f"train.SRC-TGT.* files to tell them: pass --data DIR, the "
+                              f"fairseq-preprocess output the model was trained on")
+    for side, lang in (("encoder", src), ("decoder", tgt)):
+        embedding = weights.get(f"{side}.embed_tokens.weight")
+        if lang is None or embedding is None:
+            continue
+        path = os.path.join(data, f"dict.{lang}.txt")
+        if not os.path.isfile(path):
+            raise ExportError(f"{path} does not exist: {data} is not the data the model was "
+                              f"trained on; pass --data DIR, its fairseq-preprocess output")
+        entries = len(Dictionary.load(path))
+        if entries != embedding.shape[0]:
+            raise ExportError(
+                f"{path} has {entries} entries but the checkpoint's {side} embedding has "
+                f"{embedding.shape[0]} rows: {data} is not the data the model was trained on; "
+                f"pass --data DIR, its fairseq-preprocess output")
+
+
 def export(path: str, data: Optional[str] = None) -> Dict:
-    """The exported, model-only checkpoint of ``path`` (nothing is written)."""
+    """The exported, model-only checkpoint of ``path`` (nothing is written). Raises
+    CheckpointError when ``path`` cannot be read."""
     from fairseq import checkpoint_utils
 
     from . import register
 
     register()  # fairseq skips a --user-dir whose package is already imported
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    # not fairseq's load_checkpoint_to_cpu: its torch.load leaves weights_only to the environment
+    state = read_fairseq_checkpoint(path)
     state.pop("last_optimizer_state", None)  # Adam's moments: twice the model, not needed
+    if state.get("cfg") is None:
+        raise CheckpointError(path, "not a fairseq checkpoint of this format (no 'cfg' entry)")
     kind = export_kind(state["cfg"].model)
     arch = state["cfg"].model.arch if kind == "passthrough" else "transformer"
     weights = state["model"]
+    if data is not None or kind == "fold":
+        check_dictionaries(weights, state["cfg"].task, data_dir(state["cfg"].task.data, data))
     if kind == "fold":
         state["cfg"].task.data = data_dir(state["cfg"].task.data, data)
         # fairseq's own loading path with this plugin loaded: the alphas are the built model's
@@ -198,8 +241,9 @@ def export(path: str, data: Optional[str] = None) -> Dict:
 
 def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Optional[str],
                    sentencepiece_model: Optional[str]) -> None:
-    """Convert an exported checkpoint with CTranslate2's fairseq converter into ``output_dir``
-    (which must not exist), with the sentencepiece model as ``sentencepiece.model``."""
+    """Convert an exported checkpoint with CTranslate2's fairseq converter into ``output_dir``,
+    with the sentencepiece model as ``sentencepiece.model``. An existing ``output_dir`` (the
+    caller allowed it: --force) is replaced once the new one is complete."""
     converter_cls = ctranslate2_converter()
     model_cfg, task_cfg = exported["cfg"]["model"], exported["cfg"]["task"]
     unsupported = [f"--{name.replace('_', '-')}" for name in CTRANSLATE2_UNSUPPORTED
@@ -209,7 +253,9 @@ def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Opt
                           f"would not compute what this one does; use the --output checkpoint")
     parent = os.path.dirname(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=parent, prefix=".tmp-ctranslate2-") as tmp:
+    remove_stale_temporaries(output_dir, "ctranslate2-")  # of a killed earlier run
+    with tempfile.TemporaryDirectory(
+            dir=parent, prefix=temporary_prefix(output_dir, "ctranslate2-")) as tmp:
         checkpoint = os.path.join(tmp, "exported.pt")
         # the converter assigns to the model options (args.data = ...): it needs them as the
         # Namespace fairseq-train writes, which it can read here (checkpoint_compat)
@@ -224,6 +270,8 @@ def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Opt
             raise ExportError(f"CTranslate2's converter refused the model: {err}") from err
         if sentencepiece_model:
             shutil.copyfile(sentencepiece_model, os.path.join(converted, "sentencepiece.model"))
+        if os.path.lexists(output_dir):  # moved into tmp: removed with it
+            os.rename(output_dir, os.path.join(tmp, "replaced"))
         os.rename(converted, output_dir)  # the whole directory appears at once
 
 
@@ -254,9 +302,14 @@ def main(argv=None) -> None:
     parser.add_argument("checkpoint", help="a fairseq checkpoint trained with this plugin "
                                            "(e.g. checkpoints/checkpoint_last.pt)")
     parser.add_argument("--output", metavar="OUT.pt",
-                        help="write the exported model-only checkpoint here (atomically)")
+                        help="write the exported model-only checkpoint here (atomically; "
+                             "never the CHECKPOINT itself)")
     parser.add_argument("--ctranslate2", metavar="DIR",
-                        help="write a CTranslate2 model directory here (must not exist)")
+                        help="write a CTranslate2 model directory here (must not exist or be "
+                             "empty, unless --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing OUTPUT (--output file or --ctranslate2 "
+                             "directory)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 weight type (default: float32, as trained)")
     parser.add_argument("--sentencepiece-model", metavar="SPM",
@@ -271,32 +324,48 @@ def main(argv=None) -> None:
     if args.quantization and not args.ctranslate2:
         parser.error("--quantization applies to --ctranslate2 only")
     written = []
+    inputs = [args.checkpoint, *filter(None, [args.sentencepiece_model, args.data])]
     try:
         if not os.path.isfile(args.checkpoint):
             raise ExportError(f"no such checkpoint file: {args.checkpoint}")
-        if args.ctranslate2:  # everything checked before anything is written
+        # everything checked before anything is read or written
+        problem = args.output and output_problem(args.output, inputs, args.force)
+        if problem:
+            raise ExportError(problem)
+        if args.ctranslate2:
             ctranslate2_converter()
-            if os.path.exists(args.ctranslate2):
-                raise ExportError(f"{args.ctranslate2} exists; remove it or choose another "
-                                  f"--ctranslate2")
+            problem = output_problem(args.ctranslate2, inputs, args.force, "--ctranslate2",
+                                     directory=True)
+            if problem:
+                raise ExportError(problem)
             if args.sentencepiece_model and not os.path.isfile(args.sentencepiece_model):
                 raise ExportError(f"no such sentencepiece model: {args.sentencepiece_model}")
-        exported = export(args.checkpoint, args.data)
-        if args.ctranslate2:
-            data = data_dir(exported["cfg"]["task"]["data"], args.data)
-            spm = sentencepiece_of(exported["cfg"], args.sentencepiece_model)
-        if args.output:
-            save_atomically(exported, args.output)
-            written.append(args.output)
-            print(f"wrote {args.output} (--arch {exported['cfg']['model']['arch']})",
-                  file=sys.stderr)
-        if args.ctranslate2:
-            to_ctranslate2(exported, data, args.ctranslate2, args.quantization, spm)
-            print(f"wrote {args.ctranslate2} (CTranslate2, {args.quantization or 'float32'}"
-                  + ("" if spm else "; no sentencepiece model given: pass "
-                     "--sentencepiece-model to include it") + ")", file=sys.stderr)
+        with signals_raise():  # a kill or Ctrl-C still removes the temporaries
+            write(args, exported=export(args.checkpoint, args.data), written=written)
+    except CheckpointError as err:
+        print(err, file=sys.stderr)
+        sys.exit(1)
     except ExportError as err:
         parser.error(f"{err} ({'only ' + written[0] if written else 'nothing'} written)")
+
+
+def write(args, exported: Dict, written: list) -> None:
+    """Write what main's ``args`` ask for; each path written is appended to ``written``."""
+    if args.ctranslate2:
+        data = data_dir(exported["cfg"]["task"]["data"], args.data)
+        if args.data is None:  # export checked --data; the stored directory is checked here
+            check_dictionaries(exported["model"], exported["cfg"]["task"], data)
+        spm = sentencepiece_of(exported["cfg"], args.sentencepiece_model)
+    if args.output:
+        save_atomically(exported, args.output)
+        written.append(args.output)
+        print(f"wrote {args.output} (--arch {exported['cfg']['model']['arch']})",
+              file=sys.stderr)
+    if args.ctranslate2:
+        to_ctranslate2(exported, data, args.ctranslate2, args.quantization, spm)
+        print(f"wrote {args.ctranslate2} (CTranslate2, {args.quantization or 'float32'}"
+              + ("" if spm else "; no sentencepiece model given: pass "
+                 "--sentencepiece-model to include it") + ")", file=sys.stderr)
 
 
 if __name__ == "__main__":

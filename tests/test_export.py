@@ -196,13 +196,15 @@ def test_refusals_say_why_and_write_nothing(tmp_path, capsys, model_options, mes
 def test_usage_errors(tmp_path, capsys):
     checkpoint = hand_made(tmp_path / "in.pt", options(arch="transformer"))
     (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "model.bin").write_bytes(b"x")  # an empty directory may be used
     for argv, message in (
             ([checkpoint], "nothing to write: give --output OUT.pt, --ctranslate2 DIR, or both"),
             ([checkpoint, "--output", "x.pt", "--quantization", "int8"],
              "--quantization applies to --ctranslate2 only"),
             ([str(tmp_path / "missing.pt"), "--output", "x.pt"], "no such checkpoint file"),
             ([checkpoint, "--ctranslate2", str(tmp_path / "taken")],
-             "taken exists; remove it or choose another --ctranslate2"),
+             "taken is a non-empty directory; pass --force to replace it, or choose another "
+             "--ctranslate2"),
     ):
         with pytest.raises(SystemExit):
             export.main(argv)

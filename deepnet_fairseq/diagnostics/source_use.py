@@ -25,6 +25,10 @@ Pre-LN, DeepNet and the methods built on fairseq's layers): the measurement wrap
 
     deepnet-source-use DATA_BIN --checkpoints run/checkpoint_1_200.pt run/checkpoint_2_400.pt \\
         --out source_use.csv
+
+DATA is the task's data directory for every checkpoint (it replaces the one stored in them);
+a DATA without dictionaries is refused, and an unreadable checkpoint stops the run with one
+line, ``cannot read PATH: CAUSE`` (exit status 1).
 """
 
 import argparse
@@ -112,13 +116,38 @@ def distinct_greedy(model, task, batch) -> int:
     return len({tuple(best[0]["tokens"].tolist()) for best in hypotheses})
 
 
+def missing_dictionaries(data: str, state=None) -> str:
+    """Why ``data`` cannot be the task's data directory ('' if it can): it must exist and hold
+    fairseq-preprocess's dict.*.txt -- with ``state``, those of the checkpoint's languages."""
+    if not os.path.isdir(data):
+        return f"DATA {data} is not a directory; give the fairseq-preprocess output directory"
+    cfg = state.get("cfg") if state is not None else None
+    task = cfg.get("task") if cfg is not None else None
+    langs = [task.get(key) for key in ("source_lang", "target_lang")] if task else []
+    names = ([f"dict.{lang}.txt" for lang in langs if lang] if any(langs) else
+             [name for name in os.listdir(data) if name.startswith("dict.")
+              and name.endswith(".txt")] or ["dict.*.txt"])
+    absent = [name for name in names if not os.path.isfile(os.path.join(data, name))]
+    if absent:
+        return (f"DATA {data} has no {', '.join(absent)}: give the fairseq-preprocess output "
+                f"directory the model was trained on")
+    return ""
+
+
 def load(path: str, data: str):
-    """Model, task and update number of a fairseq checkpoint (the plugin must be imported)."""
+    """Model, task and update number of a fairseq checkpoint (the plugin must be imported),
+    the task reading ``data``. Raises CheckpointError, ValueError (``data`` unusable)."""
     from fairseq import checkpoint_utils
 
-    state = checkpoint_utils.load_checkpoint_to_cpu(path)
-    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task(
-        [path], arg_overrides={"data": data}, state=state)
+    from ..checkpoint_io import read_fairseq_checkpoint
+
+    # read weights-only here: given a state, fairseq reads no file and also ignores its
+    # arg_overrides, so DATA has to be put into the state itself
+    state = read_fairseq_checkpoint(path, arg_overrides={"data": data})
+    problem = missing_dictionaries(data, state)
+    if problem:
+        raise ValueError(problem)
+    models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
     history = state.get("optimizer_history") or [{}]
     return models[0], task, history[-1].get("num_updates", 0)
 
@@ -142,15 +171,25 @@ def main(argv=None) -> int:
         parser.error(f"checkpoint(s) not found: {', '.join(missing)}")
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (sources are exchanged within the batch)")
+    problem = missing_dictionaries(args.data)
+    if problem:
+        parser.error(problem)
 
     import deepnet_fairseq  # noqa: F401  (registers the plugin's models for loading)
+    from ..checkpoint_io import CheckpointError
     from .common import write_csv
 
     rows, batch = [], None
     print(f"{'update':>7} {'nll':>7} {'nll_shuf':>8} {'gain':>6} {'self':>6} {'cross':>6} "
           f"{'ffn':>6} {'distinct':>8}  checkpoint")
     for path in args.checkpoints:
-        model, task, update = load(path, args.data)
+        try:
+            model, task, update = load(path, args.data)
+        except CheckpointError as err:
+            print(err, file=sys.stderr)
+            return 1
+        except ValueError as err:
+            parser.error(str(err))
         if batch is None:
             batch = held_out_batch(task, args.subset, args.sentences)
         row = {"checkpoint": path, "update": update,

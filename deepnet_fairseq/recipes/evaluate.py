@@ -21,6 +21,9 @@ direction with fairseq-generate's own code, score it (``score.py``), write eval.
    source) into ``eval.json``;
 4. ``RUN/eval.tmp`` becomes ``RUN/eval`` (the averaged weights are deleted: they are large and
    can be rebuilt). An interrupted evaluation resumes: finished directions are kept.
+
+The checkpoints are read with torch's weights-only unpickler (``checkpoint_io``); an unreadable
+one stops the evaluation with one line, ``cannot read PATH: CAUSE`` (exit status 1).
 """
 
 import argparse
@@ -173,7 +176,13 @@ def main(argv=None) -> None:
     if not (os.path.isfile(averaged) and os.path.getmtime(averaged) > os.path.getmtime(last)):
         shutil.rmtree(work, ignore_errors=True)  # stale: the checkpoints changed since
         os.makedirs(work)
-        average_last(checkpoints, args.average_last, averaged)
+        from ..checkpoint_io import CheckpointError
+
+        try:
+            average_last(checkpoints, args.average_last, averaged)
+        except CheckpointError as err:
+            print(err, file=sys.stderr)
+            sys.exit(1)
     # fairseq-generate sends its log to the stream logging is first configured with: the
     # first direction's output file, closed when that direction is done
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",

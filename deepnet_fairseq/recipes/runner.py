@@ -27,7 +27,6 @@ import socket
 import subprocess
 import sys
 import threading
-import zipfile
 from dataclasses import asdict
 from typing import Callable, List, Mapping, Optional, Tuple
 
@@ -145,15 +144,19 @@ def _next_attempt(attempts: str, suffix: str) -> int:
 
 
 def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
-    """Replace a truncated checkpoint_last.pt by the newest complete update checkpoint.
+    """Replace an unreadable checkpoint_last.pt by the newest readable update checkpoint.
 
     fairseq 0.12 writes its first checkpoint file atomically but makes checkpoint_last.pt as a
-    plain copy of it, so a signal during that copy leaves a truncated file and every later
-    resume fails. torch.save files are zip archives, whose directory is at the end: a file
-    that zipfile cannot open is incomplete. Returns a message when something was done.
+    plain copy of it, so a signal during that copy leaves a truncated file, and every later
+    resume fails; so does any other unreadable file (empty, corrupt data). ``checkpoint_io``
+    reads each candidate weights-only, its tensors mapped, not read: the check costs little
+    even for a large model. Returns a message when something was done.
     """
+    from ..checkpoint_io import is_readable, why_unreadable  # torch: only when there is a file
+
     last = os.path.join(checkpoints, "checkpoint_last.pt")
-    if not os.path.isfile(last) or zipfile.is_zipfile(last):
+    cause = why_unreadable(last) if os.path.isfile(last) else None
+    if cause is None:
         return None
     updates = []
     for name in os.listdir(checkpoints):
@@ -161,13 +164,14 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
         if len(parts) == 3 and parts[0] == "checkpoint" and parts[2].isdigit():
             updates.append((int(parts[2]), name))
     for _, name in sorted(updates, reverse=True):
-        if zipfile.is_zipfile(os.path.join(checkpoints, name)):
+        if is_readable(os.path.join(checkpoints, name)):
             shutil.copyfile(os.path.join(checkpoints, name), last + ".tmp")
             os.replace(last + ".tmp", last)
-            return f"checkpoint_last.pt was incomplete (interrupted copy); replaced by {name}"
-    os.replace(last, last + ".incomplete")
-    return ("checkpoint_last.pt was incomplete and no complete update checkpoint exists: moved "
-            "to checkpoint_last.pt.incomplete, training starts again from update 0")
+            return f"checkpoint_last.pt was unreadable ({cause}); replaced by {name}"
+    os.replace(last, last + ".unreadable")
+    return (f"checkpoint_last.pt was unreadable ({cause}) and no readable update checkpoint "
+            f"exists: moved to checkpoint_last.pt.unreadable, training starts again from "
+            f"update 0")
 
 
 def _stale_temporaries(run_dir: str) -> List[str]:

@@ -1,0 +1,251 @@
+"""Reading and writing checkpoint files so that a bad file is named, and an input is never lost.
+
+**Reading.** ``read_checkpoint`` is the one place the plugin reads a checkpoint. It always
+passes ``weights_only=True`` to ``torch.load``: torch lets ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1``
+turn the weights-only unpickler off only where the caller did not pass ``weights_only``
+(torch.serialization.load, torch 2.6 to 2.13), so a pickle that would run code is refused
+whatever the environment says. Every way a file can be unreadable -- missing, empty,
+truncated (a zip archive's directory is at its end), not a torch file, a readable archive with
+corrupt data, something the weights-only unpickler refuses -- becomes one ``CheckpointError``
+whose message is one line, ``cannot read PATH: CAUSE``, for the CLIs to print as it is.
+``read_fairseq_checkpoint`` adds what fairseq's ``load_checkpoint_to_cpu`` does after its own
+(unrestricted) ``torch.load``: the OmegaConf config, the option overrides, the format upgrade.
+
+**Writing.** ``save_checkpoint`` writes through a temporary beside the output, renamed into
+place, and removes the temporary when anything fails. Its name, ``.tmp-OUTPUT.PID.XXXXXXXX``,
+says which output and which process it belongs to, so a later run removes the temporaries of
+the same output whose process is gone (a run killed by SIGKILL cannot clean up) and nothing
+else; ``.tmp-*`` is also what the recipes' ``atomic_open`` and the runner's clean-up use.
+``signals_raise`` turns SIGTERM / SIGHUP / SIGINT into ``SystemExit(128 + signal)`` while a CLI
+works, so that ``finally`` blocks (and ``save_checkpoint``'s clean-up) run on a scheduler's
+kill or Ctrl-C, which would otherwise end the process on the spot (SIGTERM's default).
+``output_problem`` is the CLIs' check that an output cannot destroy an input.
+"""
+
+import contextlib
+import os
+import pickle
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import zipfile
+from typing import Iterable, Optional
+
+import torch
+
+from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
+
+# what torch's weights-only unpickler says when it refuses a class or call (as opposed to
+# bytes that are no pickle at all: "Unsupported operand 215")
+_REFUSAL = re.compile(r"GLOBAL|allowlist|add_safe_globals|must be imported|TorchScript")
+# how a file in torch's legacy (before 1.6, non-zip) format starts: its magic number, pickled
+_LEGACY_START = pickle.dumps(torch.serialization.MAGIC_NUMBER,
+                             protocol=torch.serialization.DEFAULT_PROTOCOL)
+NOT_TORCH = "not a torch checkpoint (truncated or not a zip archive)"
+
+
+class CheckpointError(Exception):
+    """A checkpoint file that cannot be read; ``str()`` is ``cannot read PATH: CAUSE``."""
+
+    def __init__(self, path: str, cause: str):
+        self.path, self.cause = path, cause
+        super().__init__(f"cannot read {path}: {cause}")
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _cause(err: BaseException, is_zip: bool) -> str:
+    """The short cause of a torch.load failure."""
+    if isinstance(err, FileNotFoundError):
+        return "no such file"
+    if isinstance(err, IsADirectoryError):
+        return "is a directory, not a checkpoint file"
+    if isinstance(err, PermissionError):
+        return "permission denied"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    if isinstance(err, pickle.UnpicklingError) and err.__context__ is not None:
+        err = err.__context__  # torch re-raises with a long preamble; the original says what
+    message = _one_line(err)
+    if _REFUSAL.search(message):
+        # the first sentence names the class; the rest is torch's advice to allowlist it
+        return f"refused by the weights-only unpickler: {message.split('. ')[0]}"
+    if not is_zip:  # a legacy-format file
+        return NOT_TORCH
+    if isinstance(err, RuntimeError) and "PytorchStreamReader" in message:
+        return f"not a torch checkpoint (a zip archive torch cannot read: {message})"
+    return f"corrupt data ({type(err).__name__}: {message})"
+
+
+def read_checkpoint(path: str, mmap: bool = False) -> dict:
+    """The dict saved in ``path``, read on the CPU with torch's weights-only unpickler;
+    ``mmap``: tensors memory-mapped (read from disk when used; zip-format files only).
+    Raises CheckpointError for every file that cannot be read this way."""
+    is_zip = False
+    try:
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
+            raise CheckpointError(path, "empty file")
+        is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
+        if os.path.isfile(path) and not is_zip:
+            # torch.save has written zip archives since torch 1.6; anything else is read
+            # only if it starts like the older format (text would reach the unpickler)
+            with open(path, "rb") as handle:
+                if handle.read(len(_LEGACY_START)) != _LEGACY_START:
+                    raise CheckpointError(path, NOT_TORCH)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip)
+    except CheckpointError:
+        raise
+    except Exception as err:  # noqa: BLE001  (whatever the unpickler meets in corrupt bytes)
+        raise CheckpointError(path, _cause(err, is_zip)) from err
+    if not isinstance(state, dict):
+        raise CheckpointError(path, f"holds a {type(state).__name__}, not a checkpoint dict")
+    return state
+
+
+def why_unreadable(path: str) -> Optional[str]:
+    """None when ``path`` reads as a checkpoint, else the cause. The tensors are mapped, not
+    read, so this costs about the size of the pickled structure, not of the model."""
+    try:
+        read_checkpoint(path, mmap=True)
+    except CheckpointError as err:
+        return err.cause
+    return None
+
+
+def is_readable(path: str) -> bool:
+    return why_unreadable(path) is None
+
+
+def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> dict:
+    """``read_checkpoint`` followed by what fairseq's ``load_checkpoint_to_cpu`` does to the
+    state (``cfg`` as OmegaConf, ``arg_overrides`` applied, old formats upgraded), ready for
+    ``checkpoint_utils.load_model_ensemble_and_task(..., state=state)``."""
+    from fairseq import checkpoint_utils
+    from fairseq.dataclass.utils import overwrite_args_by_name
+    from omegaconf import OmegaConf
+
+    state = read_checkpoint(path)
+    if "model" not in state:
+        raise CheckpointError(path, "not a fairseq checkpoint (no 'model' entry)")
+    try:
+        if state.get("args") is not None and arg_overrides:
+            for name, value in arg_overrides.items():
+                setattr(state["args"], name, value)
+        if state.get("cfg") is not None:
+            # allow_objects: fairseq-train's cfg.model is an argparse.Namespace
+            state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
+            if arg_overrides:
+                overwrite_args_by_name(state["cfg"], arg_overrides)
+        return checkpoint_utils._upgrade_state_dict(state)
+    except Exception as err:  # noqa: BLE001  (a dict without what a fairseq checkpoint holds)
+        raise CheckpointError(path, f"not a fairseq checkpoint ({type(err).__name__}: "
+                                    f"{_one_line(err)})") from err
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+def _temporary_pattern(output: str, kind: str) -> "re.Pattern":
+    return re.compile(rf"^\.tmp-{re.escape(kind + os.path.basename(output))}\.(\d+)\.[^.]+$")
+
+
+def temporary_prefix(output: str, kind: str = "") -> str:
+    """The name prefix of this process's temporaries for ``output`` (``kind`` tells apart
+    temporaries of another sort, e.g. ``ctranslate2-`` for a converted directory)."""
+    return f".tmp-{kind}{os.path.basename(output)}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(output: str, kind: str = "") -> list:
+    """Remove the temporaries for ``output`` left by processes that no longer run (killed
+    before they could clean up); returns their paths."""
+    directory = os.path.dirname(os.path.abspath(output))
+    pattern, removed = _temporary_pattern(output, kind), []
+    for name in os.listdir(directory) if os.path.isdir(directory) else ():
+        match = pattern.match(name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            path = os.path.join(directory, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
+            removed.append(path)
+    return removed
+
+
+def save_checkpoint(state: dict, output: str) -> None:
+    """torch.save ``state`` to ``output`` through a temporary renamed into place (readable as
+    the umask says); the temporary is removed if anything fails."""
+    directory = os.path.dirname(os.path.abspath(output))
+    os.makedirs(directory, exist_ok=True)
+    remove_stale_temporaries(output)
+    handle, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(output))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
+        with os.fdopen(handle, "wb") as out:
+            torch.save(state, out)
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def signals_raise(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
+    """Within the block, these signals raise ``SystemExit(128 + signal)`` (the shell's status
+    for a process killed by it), so ``finally`` blocks run. Main thread only (Python's rule for
+    signal handlers); elsewhere the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def output_problem(output: str, inputs: Iterable[str], force: bool,
+                   option: str = "--output", directory: bool = False) -> Optional[str]:
+    """Why writing ``output`` (a file, or a ``directory``) is refused, or None: it is one of
+    ``inputs`` (also through a symlink or a hard link) or, a directory, holds one -- never
+    allowed; a file output that is a directory; an existing output without ``force``. An
+    existing empty directory holds nothing to lose and may be replaced."""
+    if not os.path.lexists(output):
+        return None
+    for path in inputs:
+        if not os.path.exists(path):
+            continue
+        if os.path.exists(output) and os.path.samefile(output, path):
+            return (f"{option} {output} is the input {path}: writing it would destroy the "
+                    f"input; choose another {option}")
+        if (directory and os.path.isdir(output) and os.path.realpath(path).startswith(
+                os.path.join(os.path.realpath(output), ""))):
+            return (f"{option} {output} holds the input {path}: replacing it would destroy the "
+                    f"input; choose another {option}")
+    if not directory and os.path.isdir(output):
+        return f"{option} {output} is a directory; give the path of the file to write"
+    if force or (directory and os.path.isdir(output) and not os.listdir(output)):
+        return None
+    what = "is a non-empty directory" if os.path.isdir(output) else "exists"
+    return f"{option} {output} {what}; pass --force to replace it, or choose another {option}"
