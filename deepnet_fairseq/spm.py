@@ -8,31 +8,72 @@ Outputs are written to a temporary name and renamed when complete.
 
 import argparse
 import os
+import re
 import sys
 
 import sentencepiece
 
 
+class TrainingError(RuntimeError):
+    """Sentencepiece cannot train on these inputs (the message says what to change)."""
+
+
+# sentencepiece (0.1.9x to 0.2.x) states the bounds in its errors, e.g. "Vocabulary size too
+# high (4000). Please set it to a value <= 1234." after building all the pieces the text
+# supports (so the bound is exact), and "Vocabulary size is smaller than required_chars. 3 vs
+# 13." when the text has more distinct characters (plus the special pieces) than the vocabulary.
+_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
+
+
+def _explain(err: RuntimeError, inputs, vocab_size: int) -> TrainingError:
+    """sentencepiece's error (an "INTERNAL" check failure with a source location) as one line
+    that says what to change."""
+    text, message = ", ".join(inputs), str(err)
+    if match := _TOO_HIGH.search(message):
+        most = match.group(2)
+        return TrainingError(f"vocabulary size {vocab_size} is too large for the training text "
+                             f"({text}): it supports at most {most}; set the vocabulary to "
+                             f"{most} or less, or train on more text")
+    if match := _TOO_LOW.search(message):
+        least = match.group(2)
+        return TrainingError(f"vocabulary size {vocab_size} is too small for the training text "
+                             f"({text}): its characters alone need {least}; set the vocabulary "
+                             f"to at least {least}, or lower character_coverage")
+    if "sentences_.empty()" in message:
+        return TrainingError(f"no training text for sentencepiece in {text}")
+    return TrainingError(f"sentencepiece training on {text} failed: {message}")
+
+
 def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float = 1.0,
           max_sentences: int = 10_000_000) -> None:
+    """Write MODEL_PREFIX.model and .vocab, or raise ``TrainingError`` leaving neither (nor any
+    temporary) when the text cannot support ``vocab_size`` pieces."""
     missing = [path for path in inputs if not os.path.isfile(path)]
     if missing:
         raise FileNotFoundError(f"sentencepiece training input(s) not found: {', '.join(missing)}")
     tmp_prefix = f"{model_prefix}.tmp{os.getpid()}"
-    sentencepiece.SentencePieceTrainer.train(
-        input=",".join(inputs),
-        model_prefix=tmp_prefix,
-        vocab_size=vocab_size,
-        character_coverage=character_coverage,
-        model_type="unigram",
-        input_sentence_size=max_sentences,
-        shuffle_input_sentence=True,
-        # fairseq adds its own <s>, <pad>, </s>, <unk>; keep ids compatible with its dictionary
-        bos_id=-1, eos_id=-1, unk_id=0,
-        minloglevel=2,
-    )
-    for ext in ("model", "vocab"):
-        os.replace(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
+    try:
+        sentencepiece.SentencePieceTrainer.train(
+            input=",".join(inputs),
+            model_prefix=tmp_prefix,
+            vocab_size=vocab_size,
+            character_coverage=character_coverage,
+            model_type="unigram",
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            # fairseq adds its own <s>, <pad>, </s>, <unk>; keep ids compatible with its dictionary
+            bos_id=-1, eos_id=-1, unk_id=0,
+            minloglevel=2,
+        )
+        for ext in ("model", "vocab"):
+            os.replace(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
+    except RuntimeError as err:
+        raise _explain(err, inputs, vocab_size) from None
+    finally:
+        for ext in ("model", "vocab"):
+            if os.path.exists(f"{tmp_prefix}.{ext}"):
+                os.remove(f"{tmp_prefix}.{ext}")
 
 
 def encode(model: str, src=sys.stdin, dst=sys.stdout) -> None:

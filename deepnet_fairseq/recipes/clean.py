@@ -10,10 +10,15 @@ Kurdish and the Indic scripts of OPUS-100 ("می‌خواهم", Persian "I want"
 only) a pair is dropped when either side is empty, longer than ``--max-len`` words, or the
 word counts differ by more than ``--ratio`` (Moses ``clean-corpus-n`` custom). Validation and
 test data are normalised but never filtered, so they stay line-aligned with their references.
-Writes OUT_PREFIX.SRC_LANG and OUT_PREFIX.TGT_LANG through temporary files and a rename.
+Input is read strictly in ``--encoding`` (default UTF-8) and split into lines on \\n only,
+as ``wc -l`` counts them; an undecodable line or sides of different lengths are refused.
+Writes OUT_PREFIX.SRC_LANG and OUT_PREFIX.TGT_LANG (UTF-8) through temporary files and a
+rename, so an error leaves no output.
 """
 
 import argparse
+import codecs
+import itertools
 import os
 import re
 import sys
@@ -66,23 +71,94 @@ def keep(src: str, tgt: str, max_len: int, ratio: float) -> bool:
     return max(n_src, n_tgt) / min(n_src, n_tgt) <= ratio
 
 
-def clean(src_path, tgt_path, src_lang, tgt_lang, out_prefix, filter_pairs, max_len, ratio):
-    """Return (kept, total) after writing the cleaned pair of files."""
+def check_encoding(encoding: str) -> None:
+    """Refuse an encoding whose lines cannot be split on the byte \\n (UTF-16, UTF-32, EBCDIC):
+    lines are split on bytes, as ``wc -l`` (the shell's alignment check) counts them."""
+    try:
+        ascii_compatible = b"\n\r a0".decode(encoding) == "\n\r a0"
+    except LookupError:
+        raise ValueError(f"unknown encoding {encoding!r}") from None
+    except UnicodeDecodeError:
+        ascii_compatible = False
+    if not ascii_compatible:
+        raise ValueError(f"encoding {encoding} is not ASCII-compatible (lines cannot be split "
+                         "on newline bytes); convert the files to UTF-8")
+
+
+def read_lines(path: str, encoding: str = "utf-8"):
+    """Yield the lines of ``path`` decoded, without their line end.
+
+    Lines are split on \\n only, so that they are the lines ``wc -l`` counts: a lone \\r
+    inside a line stays in it (cleaning drops it as a control character) instead of splitting
+    it and shifting every later pair. The \\r of a \\r\\n line end is removed with the \\n.
+    Decoding is strict: an undecodable line is refused with its line number (from 1) and byte
+    offsets (from 0) in the file and in the line, never replaced by U+FFFD.
+    """
+    with open(path, "rb") as raw:
+        offset = 0
+        for number, line in enumerate(raw, start=1):
+            body = line[:-1] if line.endswith(b"\n") else line
+            if body.endswith(b"\r"):
+                body = body[:-1]
+            try:
+                yield body.decode(encoding)
+            except UnicodeDecodeError as err:
+                bad = " ".join(f"0x{byte:02x}" for byte in err.object[err.start:err.end])
+                name = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+                raise ValueError(
+                    f"{path} line {number}, byte {offset + err.start} (byte {err.start} of the "
+                    f"line): not {name} ({bad}); convert the file to UTF-8 or set "
+                    "ENCODING=latin-1 (cp1252 for Windows text)") from None
+            offset += len(line)
+
+
+def count_lines(path: str):
+    """(lines, whether the last one ends with \\n). ``wc -l`` counts \\n, so it counts one
+    line fewer than there are when the last has no final newline."""
+    lines, last = 0, b"\n"
+    with open(path, "rb") as raw:
+        for lines, last in enumerate(raw, start=1):
+            pass
+    return lines, last.endswith(b"\n")
+
+
+def _not_aligned(src_path: str, tgt_path: str) -> ValueError:
+    parts = []
+    for path in (src_path, tgt_path):
+        lines, terminated = count_lines(path)
+        note = ("" if terminated
+                else f" (the last without a final newline: wc -l counts {lines - 1})")
+        parts.append(f"{path} has {lines} lines{note}")
+    return ValueError(f"{parts[0]} but {parts[1]}: not line-aligned")
+
+
+def clean(src_path, tgt_path, src_lang, tgt_lang, out_prefix, filter_pairs, max_len, ratio,
+          encoding="utf-8"):
+    """Return (kept, total) after writing the cleaned pair of files (UTF-8).
+
+    A last line without a final newline is a line (the pairs stay aligned when one side lacks
+    it). Any error (undecodable line, different line counts, empty input) leaves no output:
+    the outputs are temporaries until the whole input has been read, and ``atomic_open``
+    removes them on an exception.
+    """
+    check_encoding(encoding)
     norm_src, norm_tgt = normaliser(src_lang), normaliser(tgt_lang)
     kept = total = 0
-    with open(src_path, encoding="utf-8", errors="replace") as fs, \
-            open(tgt_path, encoding="utf-8", errors="replace") as ft, \
-            atomic_open(f"{out_prefix}.{src_lang}") as out_src, \
+    with atomic_open(f"{out_prefix}.{src_lang}") as out_src, \
             atomic_open(f"{out_prefix}.{tgt_lang}") as out_tgt:
-        for total, (src, tgt) in enumerate(zip(fs, ft), start=1):
+        pairs = itertools.zip_longest(read_lines(src_path, encoding),
+                                      read_lines(tgt_path, encoding))
+        for total, (src, tgt) in enumerate(pairs, start=1):
+            if src is None or tgt is None:
+                raise _not_aligned(src_path, tgt_path)
             src, tgt = norm_src(src), norm_tgt(tgt)
             if filter_pairs and not keep(src, tgt, max_len, ratio):
                 continue
             out_src.write(src + "\n")
             out_tgt.write(tgt + "\n")
             kept += 1
-        if fs.readline() or ft.readline():
-            raise ValueError(f"{src_path} and {tgt_path} have different numbers of lines")
+        if total == 0:
+            raise ValueError(f"{src_path} and {tgt_path} are empty")
     return kept, total
 
 
@@ -98,10 +174,12 @@ def main(argv=None) -> None:
     parser.add_argument("--filter", action="store_true", help="drop bad pairs (training data)")
     parser.add_argument("--max-len", type=int, default=250, help="default: %(default)s words")
     parser.add_argument("--ratio", type=float, default=1.5, help="default: %(default)s")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="of the input files (default: %(default)s); output is UTF-8")
     args = parser.parse_args(argv)
     try:
         kept, total = clean(args.src, args.tgt, args.src_lang, args.tgt_lang, args.out_prefix,
-                            args.filter, args.max_len, args.ratio)
+                            args.filter, args.max_len, args.ratio, args.encoding)
     except (OSError, ValueError) as err:
         parser.error(str(err))
     print(f"{os.path.basename(args.out_prefix)}.{args.src_lang}-{args.tgt_lang}: "

@@ -1,12 +1,13 @@
 """Text side of every recipe's prepare.sh, in one process: clean, train sentencepiece, encode.
 
     python -m deepnet_fairseq.recipes.corpus --data DATA_DIR --pairs de-en,fr-en \\
-        --vocab 32000 [--spm-sentences N] [--max-len 250] [--ratio 1.5]
+        --vocab 32000 [--spm-sentences N] [--max-len 250] [--ratio 1.5] [--encoding utf-8]
 
-Input: DATA_DIR/raw/{train,valid,test}.{PAIR}.{LANG} (PAIR = SRC-TGT, line-aligned text).
+Input: DATA_DIR/raw/{train,valid,test}.{PAIR}.{LANG} (PAIR = SRC-TGT, line-aligned text in
+``--encoding``, UTF-8 by default; every step after cleaning reads and writes UTF-8).
 Output, each step once (a finished step is skipped when re-run) and each written to a
 temporary name first (directories made and replaced through ``workdir.py``: only those the
-recipes created are ever deleted):
+recipes created are ever deleted), and a failed step leaves nothing behind:
 
 1. DATA_DIR/clean/: normalised text (``clean.py``); training pairs also filtered;
 2. DATA_DIR/spm.model: one joint sentencepiece model over all cleaned training text
@@ -15,49 +16,61 @@ recipes created are ever deleted):
 """
 
 import argparse
+import contextlib
 import os
 import sys
 
 from .. import spm
 from .clean import clean
-from .workdir import NotOurs, fresh, publish
+from .workdir import NotOurs, fresh, publish, remove_tree
 
 SPLITS = ("train", "valid", "test")
 
 
-def _fresh(directory: str) -> str:
-    return fresh(directory + ".tmp")
+@contextlib.contextmanager
+def _step(directory: str):
+    """DIRECTORY.tmp, empty, for a step to fill; removed if the step fails (an error or an
+    interrupt), so that no half-written step remains beside the published ones."""
+    tmp = fresh(directory + ".tmp")
+    try:
+        yield tmp
+    except BaseException:
+        remove_tree(tmp)
+        raise
 
 
-def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float):
+def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float,
+            encoding: str = "utf-8"):
     raw, cleaned, pieces = (os.path.join(data, d) for d in ("raw", "clean", "spm"))
     if not os.path.exists(os.path.join(cleaned, ".done")):
-        tmp = _fresh(cleaned)
-        for pair in pairs:
-            src, tgt = pair.split("-")
-            for split in SPLITS:
-                kept, total = clean(f"{raw}/{split}.{pair}.{src}", f"{raw}/{split}.{pair}.{tgt}",
-                                    src, tgt, f"{tmp}/{split}.{pair}", split == "train",
-                                    max_len, ratio)
-                print(f"clean {split}.{pair}: kept {kept} of {total} pairs", file=sys.stderr)
-                if kept == 0:
-                    raise ValueError(f"no {split} pairs left for {pair} after cleaning")
-        publish(tmp, cleaned)
+        with _step(cleaned) as tmp:
+            for pair in pairs:
+                src, tgt = pair.split("-")
+                for split in SPLITS:
+                    kept, total = clean(f"{raw}/{split}.{pair}.{src}",
+                                        f"{raw}/{split}.{pair}.{tgt}", src, tgt,
+                                        f"{tmp}/{split}.{pair}", split == "train", max_len,
+                                        ratio, encoding)
+                    print(f"clean {split}.{pair}: kept {kept} of {total} pairs", file=sys.stderr)
+                    if kept == 0:
+                        raise ValueError(f"no {split} pairs left for {pair} after cleaning")
+            publish(tmp, cleaned)
     model = os.path.join(data, "spm.model")
     if not os.path.exists(model):
         inputs = [f"{cleaned}/train.{pair}.{lang}" for pair in pairs for lang in pair.split("-")]
         print(f"sentencepiece: vocabulary {vocab} over {len(inputs)} files", file=sys.stderr)
         spm.train(inputs, os.path.join(data, "spm"), vocab, max_sentences=spm_sentences)
     if not os.path.exists(os.path.join(pieces, ".done")):
-        tmp = _fresh(pieces)
-        for pair in pairs:
-            for split in SPLITS:
-                for lang in pair.split("-"):
-                    name = f"{split}.{pair}.{lang}"
-                    with open(f"{cleaned}/{name}", encoding="utf-8") as src, \
-                            open(f"{tmp}/{name}", "w", encoding="utf-8") as dst:
-                        spm.encode(model, src, dst)
-        publish(tmp, pieces)
+        with _step(pieces) as tmp:
+            for pair in pairs:
+                for split in SPLITS:
+                    for lang in pair.split("-"):
+                        name = f"{split}.{pair}.{lang}"
+                        # newline="\n": lines as cleaning wrote them (it leaves no \r in them)
+                        with open(f"{cleaned}/{name}", encoding="utf-8", newline="\n") as src, \
+                                open(f"{tmp}/{name}", "w", encoding="utf-8") as dst:
+                            spm.encode(model, src, dst)
+            publish(tmp, pieces)
 
 
 def main(argv=None) -> None:
@@ -71,10 +84,12 @@ def main(argv=None) -> None:
                         help="sentences sampled to train sentencepiece (default: %(default)s)")
     parser.add_argument("--max-len", type=int, default=250, help="default: %(default)s words")
     parser.add_argument("--ratio", type=float, default=1.5, help="default: %(default)s")
+    parser.add_argument("--encoding", default="utf-8",
+                        help="of the raw text (default: %(default)s; the recipes' ENCODING)")
     args = parser.parse_args(argv)
     try:
         prepare(args.data, args.pairs.split(","), args.vocab, args.spm_sentences, args.max_len,
-                args.ratio)
+                args.ratio, args.encoding)
     except (OSError, ValueError, RuntimeError, NotOurs) as err:
         parser.error(str(err))
 

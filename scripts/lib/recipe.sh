@@ -136,7 +136,7 @@ prepare_text() {
   local pairs
   pairs=$(IFS=,; echo "$*")
   "$PY" -m deepnet_fairseq.recipes.corpus --data "$DATA_DIR" --pairs "$pairs" --vocab "$VOCAB" \
-    --spm-sentences "$SPM_SENTENCES" --max-len "$MAX_LEN" --ratio "$LEN_RATIO"
+    --spm-sentences "$SPM_SENTENCES" --max-len "$MAX_LEN" --ratio "$LEN_RATIO" --encoding "${ENCODING:-utf-8}"
 }
 
 # binarise SRC TGT DESTDIR [fairseq-preprocess options]: one pair of $DATA_DIR/spm into DESTDIR.
