@@ -33,8 +33,9 @@ from typing import Callable, List, Mapping, Optional, Tuple
 from . import runlog, write_atomically, write_json
 from .launch import (evaluate_command, method_args, paths, plan_layout, task_args,
                      train_command)
-from .settings import PREFIX, SETTINGS, SettingError, Settings, run_name
-from .workdir import LOCK, MARKER, RunLock, describe_os_error, is_ours, make_dirs
+from .settings import PREFIX, SETTINGS, SettingError, Settings, resolve, run_name
+from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, is_ours,
+                      make_dirs)
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -369,9 +370,10 @@ def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
 def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     """Train and evaluate every run, going on past failed or diverged ones; then the table.
 
-    Each run is a child ``train.sh`` / ``evaluate.sh`` with the run's settings given as
-    DEEPNET_* variables (they win over anything else in the environment). An interrupted
-    run stops the sweep (the scheduler is stopping it too); re-running it skips finished runs.
+    Each run's settings are the sweep's environment plus the run's own (DEEPNET_* overrides,
+    which win over anything else), resolved and trained here, in this process: the same
+    ``train`` and ``evaluate`` as train.sh and evaluate.sh. An interrupted run stops the sweep
+    (the scheduler is stopping it too); re-running it skips finished runs.
     """
     where = paths(cfg)
     specs = sweep_specs(cfg)
@@ -389,7 +391,6 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
     write_json(os.path.join(where["WORK"], "sweep.config.json"),
                {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
-    scripts = os.path.join(cfg.repo, "scripts", cfg.dataset)
     for (method, n, m, overrides), name in zip(specs, names):
         label = method + (f" ({' '.join(overrides)})" if overrides else "")
         run_env = {**env, **{PREFIX + kv.partition("=")[0]: kv.partition("=")[2]
@@ -397,24 +398,33 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                    f"{PREFIX}METHOD": method, f"{PREFIX}ENC_LAYERS": n,
                    f"{PREFIX}DEC_LAYERS": m, f"{PREFIX}RUN_NAME": name,
                    f"{PREFIX}RUN_LABEL": label}
-        code, signum = run_forwarding(["bash", os.path.join(scripts, "train.sh")], run_env)
-        if signum or code >= 128 or code < 0:
+        try:
+            run_cfg = resolve(cfg.dataset, run_env, cfg.repo)
+            code = train(run_cfg, run_env)
+        except (SettingError, Busy, NotOurs) as err:
+            # stopped before training (a bad setting for this run, a run held elsewhere)
+            log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
+            if not isinstance(err, Busy) and _status(os.path.join(where["RUNS_DIR"], name)) is None:
+                write_json(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
+                                        "status.json"),
+                           {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
+                            "decoder_layers": int(m), "label": label, "status": "failed",
+                            "reason": f"stopped before training: {err}"})
+            continue
+        if code >= 128:
             log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
-            return 128 + signum if signum else (code if code > 0 else 128 - code)
+            return code
         if code == 0:
-            code, signum = run_forwarding(["bash", os.path.join(scripts, "evaluate.sh")], run_env)
-            if signum:
-                return 128 + signum
+            try:
+                code = evaluate(run_cfg, run_env)
+            except SettingError as err:
+                log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
+                continue
+            if code >= 128:
+                return code
             if code:
                 log(cfg, "sweep", f"{name}: evaluation failed (see {where['RUNS_DIR']}/{name}/"
                                   "evaluate.log); going on")
-        elif _status(os.path.join(where["RUNS_DIR"], name)) is None:
-            # train.sh stopped before training (a bad setting, a missing tool): record it
-            write_json(os.path.join(where["RUNS_DIR"], name, "status.json"),
-                       {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
-                        "decoder_layers": int(m), "label": label, "status": "failed",
-                        "reason": "train.sh exited before training"})
-            log(cfg, "sweep", f"{name}: failed before training; going on")
         else:
             log(cfg, "sweep", f"{name}: not evaluated "
                               f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
