@@ -267,3 +267,31 @@ def test_quickstart_help_and_thin_wrapper():
         assert name in shown.stdout
     refused = subprocess.run(["bash", script, "now"], capture_output=True, text=True)
     assert refused.returncode == 2 and "unrecognized arguments: now" in refused.stderr
+
+
+@pytest.mark.parametrize("directory", ["eval", "eval.tmp"])
+def test_evaluation_leaves_an_eval_directory_it_did_not_create_alone(tmp_path, capsys, directory):
+    from deepnet_fairseq.recipes import evaluate
+
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    (run_dir / directory).mkdir()
+    (run_dir / directory / "mine.txt").write_text("x")
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(["--run-dir", str(run_dir), "--average-last", "2", "--directions", "en-de",
+                       "--references", str(tmp_path), "--", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"{run_dir / directory} exists and the recipes did not create it" in \
+        capsys.readouterr().err
+    assert (run_dir / directory / "mine.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize("count", ["0", "-2"])
+def test_evaluation_averages_at_least_one_checkpoint(tmp_path, capsys, count):
+    from deepnet_fairseq.recipes import evaluate
+
+    with pytest.raises(SystemExit):
+        evaluate.main(["--run-dir", str(tmp_path), "--average-last", count, "--directions",
+                       "en-de", "--references", str(tmp_path), "--", str(tmp_path)])
+    assert "--average-last" in capsys.readouterr().err

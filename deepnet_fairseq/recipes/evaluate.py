@@ -31,12 +31,13 @@ import contextlib
 import inspect
 import logging
 import os
-import shutil
 import sys
 
+from ..average_checkpoints import at_least_one
 from . import write_json
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
+from .workdir import MARKER, fresh, is_ours, remove_tree
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -135,7 +136,7 @@ def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
     final = os.path.join(out_dir, direction)
     if not os.path.isdir(final):
         tmp = final + ".tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_tree(tmp)  # a stale one of an interrupted decode: ours, in the recipes' eval.tmp
         args = options.parse_args_and_arch(options.get_generation_parser(), [
             *generate_args, "--path", averaged, "--source-lang", src, "--target-lang", tgt,
             "--results-path", tmp])
@@ -158,7 +159,8 @@ def main(argv=None) -> None:
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", required=True)
-    parser.add_argument("--average-last", type=int, required=True)
+    parser.add_argument("--average-last", type=at_least_one, required=True,
+                        help="how many of the newest update checkpoints to average (>= 1)")
     parser.add_argument("--directions", required=True, help="comma-separated SRC-TGT list")
     parser.add_argument("--references", required=True, help="directory of test.PAIR.LANG text")
     parser.add_argument("--tokenized-bleu", action="store_true")
@@ -173,9 +175,12 @@ def main(argv=None) -> None:
     last = os.path.join(checkpoints, "checkpoint_last.pt")
     if not os.path.isfile(last):
         parser.error(f"no {last}: train the run first")
+    for directory in (work, os.path.join(args.run_dir, "eval")):
+        if os.path.lexists(directory) and not is_ours(directory):
+            parser.error(f"{directory} exists and the recipes did not create it (no {MARKER} "
+                         "in it): move it away, then evaluate again")
     if not (os.path.isfile(averaged) and os.path.getmtime(averaged) > os.path.getmtime(last)):
-        shutil.rmtree(work, ignore_errors=True)  # stale: the checkpoints changed since
-        os.makedirs(work)
+        fresh(work)  # a stale one is deleted only if the recipes made it (workdir's marker)
         from ..checkpoint_io import CheckpointError
 
         try:
@@ -205,7 +210,7 @@ def main(argv=None) -> None:
     write_json(os.path.join(work, "eval.json"), summary)
     os.remove(averaged)
     final = os.path.join(args.run_dir, "eval")
-    shutil.rmtree(final, ignore_errors=True)
+    remove_tree(final)  # refuses an eval/ the recipes did not create, naming it
     os.replace(work, final)
     if len(directions) > 1:
         print(f"average sacreBLEU {summary['sacrebleu_avg']}  X->En {summary.get('x_en')}  "

@@ -200,7 +200,11 @@ def prepare(cfg: Settings) -> Dict[str, List[str]]:
     prefix = os.path.join(out, "spm")
     if not os.path.isfile(prefix + ".model"):
         log(f"2/5 joint sentencepiece model, vocabulary {size.vocab}")
-        spm.train([os.path.join(raw, f"train.{lang}") for lang in (SRC, TGT)], prefix, size.vocab)
+        try:
+            spm.train([os.path.join(raw, f"train.{lang}") for lang in (SRC, TGT)], prefix,
+                      size.vocab)
+        except spm.TrainingError as err:
+            raise QuickstartError(str(err)) from None
     binary = os.path.join(out, "bin")
     if not os.path.isfile(os.path.join(binary, ".done")):
         log(f"3/5 sentencepiece + fairseq-preprocess -> {binary}")

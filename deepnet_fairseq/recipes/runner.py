@@ -12,8 +12,8 @@ A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
 * exit status: 0 ok, 3 diverged, 1 failed, 128 + signal number when interrupted.
 
 The next launch of a run that is not ok or diverged resumes from ``checkpoint_last.pt``
-(fairseq's default ``--restore-file``; a copy truncated by the interruption is first replaced
-by the newest complete update checkpoint); ``RETRY=1`` trains a finished run again.
+(fairseq's default ``--restore-file``; an unreadable one -- a copy truncated by the
+interruption, a corrupt file -- is first replaced by the newest readable update checkpoint); ``RETRY=1`` trains a finished run again.
 """
 
 import ctypes

@@ -185,7 +185,9 @@ check_aligned() {
     for split in train valid test; do
       a=$dir/$split.$pair.${pair%-*} b=$dir/$split.$pair.${pair#*-}
       [[ -s "$a" && -s "$b" ]] || die "$a or $b is missing or empty"
-      [[ $(wc -l < "$a") -eq $(wc -l < "$b") ]] || die "$a and $b differ in length: not line-aligned"
+      # counted as clean.py counts: a last line without its newline is a line
+      [[ $(awk 'END { print NR }' "$a") -eq $(awk 'END { print NR }' "$b") ]] \
+        || die "$a and $b differ in length: not line-aligned"
     done
   done
 }
