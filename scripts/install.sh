@@ -17,7 +17,8 @@
 #   3. fairseq-fixed 0.12.3.1 (upstream fairseq main with the Python 3.11 fix) built without
 #      build isolation, so its build uses the torch above, and with --no-deps, because its
 #      metadata asks for torchaudio, which has no release for torch 2.13 (fairseq needs it only
-#      for speech tasks);
+#      for speech tasks), and fairscale 0.4.13 with --no-deps (pure Python; fairseq's
+#      --zero-sharding os, the ZeRO-1 the recipes' memory plan chooses for the deepest models);
 #   4. this package, editable, with its "deploy" extra: ctranslate2 4.8.5 (a prebuilt wheel, about
 #      40 MB; CTranslate2's converter and runtime for deepnet-export --ctranslate2 and
 #      benchmarks/decode_speed.py). --no-deploy leaves it out (pip install -e '.[deploy]' later).
@@ -42,8 +43,8 @@ else
 fi
 echo "[install] 2/4 dependencies (requirements.txt)"
 "${pip_install[@]}" -r requirements.txt setuptools wheel
-echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time)"
-"${pip_install[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1
+echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time), fairscale 0.4.13"
+"${pip_install[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1 fairscale==0.4.13
 echo "[install] 4/4 deepnet_fairseq (editable) $([[ $package == . ]] && echo "without" || echo "with") ctranslate2"
 "${pip_install[@]}" --no-build-isolation -e "$package"
 

@@ -18,7 +18,12 @@ The layout, decided by ``plan_layout`` from the settings and the environment alo
 * ``--update-freq``: the least that makes ``MAX_TOKENS x processes x update-freq`` reach
   ``TOKENS_PER_UPDATE``, so the effective batch is the same on 1 GPU or 64;
 * precision: fp16 (with the loss-scale settings; CUDA only), bf16, fp32;
-* activation checkpointing: ``CHECKPOINT_ACTIVATIONS=1``, or ``auto`` when
+* memory (CUDA, ``memory.plan``): with the GPU's size (``GPU_MEMORY_GB``, else torch's device
+  properties), the cheapest layout that fits 90% of the card: plain DDP, + activation
+  checkpointing, + ZeRO-1, + memory-efficient fp16, then fewer ``MAX_TOKENS`` with a larger
+  update-freq (the tokens per update unchanged); no GPU size known, or on CPU: no plan;
+* activation checkpointing: ``CHECKPOINT_ACTIVATIONS=1`` or ``0`` (kept; the plan warns when it
+  does not fit), or ``auto``: the plan's choice, or without a plan on when
   ``ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM``.
 
 Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a run's files
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional
 
 from .devices import count_gpus
+from .memory import MemoryPlanError, Plan, plan as memory_plan
 from .settings import PREFIX, SettingError, Settings, resolve
 from .workdir import MARKER, Busy, NotOurs, describe_os_error
 
@@ -53,6 +59,8 @@ class Layout:
     tokens_per_update: int
     precision: str
     checkpoint_activations: bool
+    max_tokens: int = 0
+    memory: Optional[Plan] = None  # CUDA with a known GPU size: the memory plan followed
 
     @property
     def world(self) -> int:
@@ -72,12 +80,34 @@ class Layout:
                 f"{'' if self.nnodes == 1 else f' (this is node {self.node_rank})'}, "
                 f"{self.device} {self.precision} ({self.gpus} GPU(s) per node: {self.gpus_from}), "
                 f"update-freq {self.update_freq} = {self.tokens_per_update} tokens per update"
-                f"{', activation checkpointing' if self.checkpoint_activations else ''}")
+                f"{', activation checkpointing' if self.checkpoint_activations else ''}"
+                f"{f'; memory plan: {self.memory.short()}' if self.memory else ''}")
+
+    def memory_text(self) -> str:
+        """The memory plan's figures per component and its choice ("" without a plan)."""
+        return self.memory.describe() if self.memory else ""
+
+
+def gpu_memory_gb() -> Optional[float]:
+    """Memory of the first visible GPU in GB (1e9 bytes), or None when torch sees none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / 1e9
+
+
+def dictionary_size(cfg: Settings) -> int:
+    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for OPUS-100
+    one language token per language (about 100); a few entries either way change little."""
+    return cfg.int("VOCAB") + 4 + (100 if cfg.dataset == "opus100" else 0)
 
 
 def plan_layout(cfg: Settings, env: Mapping[str, str],
-                probe: Optional[Callable[[], int]] = None) -> Layout:
-    """Processes, launcher, batch split and precision of a training run (no side effects)."""
+                probe: Optional[Callable[[], int]] = None,
+                memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
+    """Processes, launcher, batch split, precision and memory plan of a training run (no side
+    effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""
     device = cfg["DEVICE"]
     gpus, gpus_from = count_gpus(env, probe) if device == "cuda" else (0, "DEVICE=cpu")
     nnodes = cfg.int("NNODES")
@@ -130,11 +160,26 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
         raise SettingError("MAX_TOKENS must be at least 1")
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
     layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
-    checkpointing = {"1": True, "0": False}.get(
-        cfg["CHECKPOINT_ACTIVATIONS"], layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM"))
+    forced = {"1": True, "0": False}.get(cfg["CHECKPOINT_ACTIVATIONS"])
+    checkpointing = forced if forced is not None else \
+        layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")
+    memory = None
+    if device == "cuda":
+        card = cfg.float("GPU_MEMORY_GB") if "GPU_MEMORY_GB" in cfg else memory_probe()
+        if card:
+            try:
+                memory = memory_plan(
+                    cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM"),
+                    cfg.int("FFN_DIM"), dictionary_size(cfg), gpus_per_node=nproc, nodes=nnodes,
+                    gpu_memory_gb=card, tokens_per_gpu=max_tokens, tokens_per_update=wanted,
+                    precision=precision, checkpointing=forced)
+            except MemoryPlanError as err:
+                raise SettingError(f"memory plan: {err}") from None
+            checkpointing = memory.choice.checkpointing
+            max_tokens, update_freq = memory.choice.max_tokens, memory.choice.update_freq
     return Layout(device, gpus, gpus_from, nnodes, nproc, node_rank, launcher, master_addr,
                   master_port, update_freq, max_tokens * world * update_freq, precision,
-                  checkpointing)
+                  checkpointing, max_tokens, memory)
 
 
 # ---- paths and commands ---------------------------------------------------------------------
@@ -198,7 +243,8 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
             "--label-smoothing", cfg["LABEL_SMOOTHING"],
             "--max-update", cfg["MAX_UPDATE"], "--max-epoch", cfg["MAX_EPOCH"],
             "--seed", cfg["SEED"],
-            "--max-tokens", cfg["MAX_TOKENS"], "--update-freq", str(layout.update_freq),
+            "--max-tokens", str(layout.max_tokens or cfg["MAX_TOKENS"]),
+            "--update-freq", str(layout.update_freq),
             "--ddp-backend", cfg["DDP_BACKEND"], "--num-workers", cfg["NUM_WORKERS"],
             # always explicit: fairseq's default is every visible GPU, which would undo the
             # update-freq computed for this world size
@@ -215,6 +261,8 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
         args.append("--bf16")
     if layout.checkpoint_activations:
         args.append("--checkpoint-activations")
+    if layout.memory:
+        args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
     args += ["--save-dir", os.path.join(where["RUN_DIR"], "checkpoints"),
              "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
              "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",

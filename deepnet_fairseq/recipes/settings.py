@@ -116,6 +116,8 @@ SETTINGS: Dict[str, Setting] = {
     "CHECKPOINT_ACTIVATIONS": _s("auto|0|1", "auto: on from CHECKPOINT_ACTIVATIONS_FROM layers",
                                  "auto"),
     "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "activation checkpointing when N+M >= this"),
+    "GPU_MEMORY_GB": _s("float", "memory per GPU in GB (1e9 bytes) for the memory plan "
+                                 "[torch's device properties]"),
     "DDP_BACKEND": _s("text", "fairseq --ddp-backend"),
     "NUM_WORKERS": _s("int", "data-loader workers per process"),
     # processes
@@ -370,6 +372,7 @@ RANGES: Dict[str, Tuple[Optional[float], Optional[float], bool]] = {
     "TEMPERATURE": (0, None, False),
     "FP16_INIT_SCALE": (0, None, False),
     "MIN_LOSS_SCALE": (0, None, False),
+    "GPU_MEMORY_GB": (0, None, False),
 }
 
 

@@ -1,0 +1,294 @@
+"""Memory plan of a training run: will it fit the GPU, and the cheapest layout that does.
+
+Pure arithmetic (no torch, no fairseq): the launcher (``launch.plan_layout``) calls ``plan`` with
+the model and machine of a run; ``benchmarks/memory_plan.py`` checks the estimate against the
+peak measured on a device. All sizes are bytes; GB here is 1e9 bytes (``GPU_MEMORY_GB`` too, so
+an "80 GB" card, 80 GiB = 85.9e9 bytes, keeps a little more room than the plan counts).
+
+Peak memory per GPU = resident + max(activations - gradients, optimizer-step temporaries):
+
+* resident (from the first update on): weights, gradients, fp32 master weights and their
+  gradient (fairseq's FP16Optimizer), Adam's m and v (fp32), and with several processes torch
+  DDP's gradient buckets (a copy of the gradients: fairseq leaves --gradient-as-bucket-view off);
+* activations are held while the gradients of the half-precision weights are freed (fairseq's
+  zero_grad sets them to None), hence "- gradients";
+* the optimizer step allocates Adam's denominator: with FP16Optimizer's one flat fp32 tensor,
+  4 bytes x all parameters at once (measured: the whole peak of checkpointed deep models),
+  otherwise only per tensor (the largest is the embedding).
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+GB = 1e9
+
+# ---- the activation fit ---------------------------------------------------------------------
+# Measured on an H200 (2026-11-24) with fairseq's Trainer at base width (512/2048/8 heads),
+# 4,096 target tokens (128 sentences x 32), vocabulary 32,004, shared embeddings:
+# results/memory/h200-fairseq-trainer-peaks.jsonl (benchmarks/memory_plan.py measures the same).
+# Activations = peak - resident + gradients, fitted as
+#   PRECISION_FACTOR x tokens x (OUTPUT_BYTES x vocab + layers x LAYER_BYTES x width)
+# fp16, no checkpointing, 6L/18L/50L/100L per side: a straight line in the layers (enc + dec),
+# 71.5 MB per layer and 1.602 GB fixed at 4,096 tokens; the fixed part is the output layer
+# (half-precision logits, their fp32 log-softmax and its gradient: ~12 bytes per token per
+# vocabulary entry). With --checkpoint-activations a layer keeps only its input (~2 bytes per
+# token per width unit in fp16): 4.11 MB per layer, from memory-efficient fp16 at 100L (the fp16
+# checkpointed peaks are the optimizer step's 4 x params, not activations). fp32 / fp16 at 18L:
+# 6.731 / 4.178 GB. bf16 and memory-efficient fp16 measured the same as fp16 at 18L.
+OUTPUT_BYTES = 12.22          # per token per vocabulary entry (1.602e9 / (4096 x 32004))
+LAYER_BYTES = 34.10           # per token per layer per width unit (71.52e6 / (4096 x 512))
+LAYER_BYTES_CHECKPOINTED = 1.96  # the same with activation checkpointing (4.111e6 / (4096 x 512))
+PRECISION_FACTOR = {"fp16": 1.0, "bf16": 1.0, "fp32": 1.611}
+
+# Bytes per parameter of each resident component. fp16/bf16 use fairseq's FP16Optimizer:
+# half weights and gradients, an fp32 master copy with its own fp32 gradient, Adam m and v in
+# fp32 (20 bytes, measured 20.0 x params after the first update); memory-efficient fp16 keeps
+# no master copy (12, measured 12.0); fp32 (16, measured 16.0).
+WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+MASTER_BYTES = {"fp32": 0, "fp16": 8, "bf16": 8}   # fp32 copy + its gradient; 0 when memory-efficient
+ADAM_BYTES = 8                                      # m and v, fp32
+
+MIN_TOKENS = 512  # the plan lowers --max-tokens no further: a batch must still hold a long sentence
+
+
+def parameter_count(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: int,
+                    shared_embeddings: bool = True, final_layer_norm: bool = False) -> int:
+    """Parameters of fairseq's transformer (Post-LN; DeepNet has the same): sinusoidal positions,
+    output projection tied to the embedding. ``final_layer_norm``: Pre-LN's last LayerNorm."""
+    d, f = embed_dim, ffn_dim
+    attention = 4 * (d * d + d)              # q, k, v, out projections with biases
+    ffn = d * f + f + f * d + d
+    norm = 2 * d
+    encoder = attention + ffn + 2 * norm
+    decoder = 2 * attention + ffn + 3 * norm  # self- and cross-attention
+    embeddings = vocab * d * (1 if shared_embeddings else 3)  # else: enc, dec, output each
+    finals = 2 * norm if final_layer_norm else 0
+    return embeddings + enc_layers * encoder + dec_layers * decoder + finals
+
+
+@dataclass
+class Estimate:
+    """Per-GPU bytes by component, and the peak they add up to."""
+    components: Dict[str, float]
+    peak: float
+
+    def gb(self, name: str) -> float:
+        return self.components[name] / GB
+
+
+def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, precision: str,
+             checkpointing: bool = False, zero: bool = False, memory_efficient: bool = False,
+             world: int = 1) -> Estimate:
+    """Peak bytes per GPU of one update (see the module docstring)."""
+    weight = WEIGHT_BYTES[precision]
+    master = 0 if memory_efficient else MASTER_BYTES[precision]
+    # ZeRO-1 (--zero-sharding os) wraps fairseq's inner torch optimizer in fairscale's OSS
+    # (fairseq/optim/shard.py): OSS steps and keeps Adam's m and v only for this rank's share
+    # of the parameters. FP16Optimizer's fp32 master copies and their gradients stay whole on
+    # every rank (built before sharding, fairseq/optim/fp16_optimizer.py), and the trainer
+    # refuses flat fp16 params with ZeRO (--fp16-no-flatten-grads, which the plan adds), since
+    # OSS shards by tensor and one flat tensor would land on one rank.
+    shards = world if zero else 1
+    components = {
+        "weights": weight * params,
+        "gradients": weight * params,
+        "fp32 master + its gradient": master * params,
+        "Adam m and v": ADAM_BYTES * params / shards,
+        "DDP gradient buckets": weight * params if world > 1 else 0,
+        "activations": tokens * PRECISION_FACTOR[precision] * (
+            OUTPUT_BYTES * vocab
+            + layers * embed_dim * (LAYER_BYTES_CHECKPOINTED if checkpointing else LAYER_BYTES)),
+    }
+    flat = master and not zero
+    # Adam's temporaries: its denominator (4 bytes) over the one flat fp32 tensor, or per tensor
+    # (largest: the embedding), where memory-efficient fp16 also makes fp32 copies of the half
+    # weight and gradient (12 bytes).
+    largest = vocab * embed_dim
+    components["optimizer-step temporaries"] = (
+        4 * params if flat else (12 if memory_efficient else 4) * largest)
+    resident = sum(v for k, v in components.items()
+                   if k not in ("activations", "optimizer-step temporaries"))
+    peak = resident + max(components["activations"] - components["gradients"],
+                          components["optimizer-step temporaries"])
+    return Estimate(components, peak)
+
+
+@dataclass
+class Choice:
+    checkpointing: bool
+    zero: bool
+    memory_efficient: bool
+    max_tokens: int
+    update_freq: int
+
+    @property
+    def name(self) -> str:
+        parts = ["activation checkpointing"] if self.checkpointing else []
+        parts += ["ZeRO-1"] if self.zero else []
+        parts += ["memory-efficient fp16"] if self.memory_efficient else []
+        return " + ".join(parts) or "plain DDP"
+
+
+@dataclass
+class Plan:
+    """The layout chosen, its fairseq-train flags and estimate, and what was tried."""
+    choice: Choice
+    estimate: Estimate
+    gpu_memory_gb: float
+    margin: float
+    world: int
+    params: int
+    precision: str
+    fits: bool = True
+    tried: List[str] = field(default_factory=list)
+    warning: str = ""
+
+    @property
+    def usable(self) -> float:
+        return self.gpu_memory_gb * self.margin * GB
+
+    @property
+    def extra_flags(self) -> List[str]:
+        """fairseq-train options beyond --max-tokens, --update-freq, --checkpoint-activations."""
+        flags = []
+        if self.choice.zero:
+            flags += ["--zero-sharding", "os"]
+            if self.precision in ("fp16", "bf16") and not self.choice.memory_efficient:
+                flags.append("--fp16-no-flatten-grads")
+        if self.choice.memory_efficient:
+            flags.append("--memory-efficient-fp16")
+        return flags
+
+    @property
+    def flags(self) -> List[str]:
+        return ((["--checkpoint-activations"] if self.choice.checkpointing else [])
+                + self.extra_flags + ["--max-tokens", str(self.choice.max_tokens),
+                                      "--update-freq", str(self.choice.update_freq)])
+
+    def short(self) -> str:
+        return (f"{self.choice.name}, {self.choice.max_tokens} tokens per GPU: est. "
+                f"{self.estimate.peak / GB:.1f} of {self.usable / GB:.1f} GB usable"
+                + ("" if self.fits else " (DOES NOT FIT)"))
+
+    def describe(self) -> str:
+        lines = [f"memory plan: {self.params / 1e6:,.0f}M parameters, {self.precision}, "
+                 f"{self.world} process(es), {self.gpu_memory_gb:g} GB per GPU, "
+                 f"{self.margin:.0%} usable = {self.usable / GB:.1f} GB (GB = 1e9 bytes)"]
+        lines += [f"  {name:<28} {value / GB:7.2f} GB"
+                  for name, value in self.estimate.components.items()]
+        lines.append(f"  {'peak (estimated)':<28} {self.estimate.peak / GB:7.2f} GB = resident + "
+                     "max(activations - gradients, optimizer-step temporaries)")
+        lines += [f"  tried: {line}" for line in self.tried]
+        lines.append(f"  choice: {self.choice.name}: {' '.join(self.flags)}")
+        if self.warning:
+            lines.append(f"  warning: {self.warning}")
+        return "\n".join(lines)
+
+
+class MemoryPlanError(ValueError):
+    """No layout fits; the message gives the numbers and what would fit."""
+
+
+def _candidates(world: int, precision: str, checkpointing: Optional[bool]):
+    """(checkpointing, zero, memory_efficient), cheapest first."""
+    steps = [(False, False, False), (True, False, False)]
+    if world >= 2:
+        steps.append((True, True, False))
+    if precision == "fp16":
+        steps.append((True, world >= 2, True))
+    if checkpointing is not None:
+        steps = [(checkpointing, z, m) for _, z, m in steps]
+    return list(dict.fromkeys(steps))
+
+
+def _search(model: dict, world: int, gpu_memory_gb: float, tokens_per_gpu: int,
+            tokens_per_update: int, precision: str, margin: float,
+            checkpointing: Optional[bool], tried: List[str]):
+    """The first (choice, estimate) that fits, else None; ``tried`` gets one line per try."""
+    usable = gpu_memory_gb * margin * GB
+    steps = _candidates(world, precision, checkpointing)
+    trials = [(step, tokens_per_gpu) for step in steps]
+    tokens = tokens_per_gpu
+    while tokens // 2 >= MIN_TOKENS:  # then fewer tokens per GPU, with the last (leanest) step
+        tokens //= 2
+        trials.append((steps[-1], tokens))
+    for (ckpt, zero, mem_eff), tokens in trials:
+        est = estimate(world=world, tokens=tokens, precision=precision, checkpointing=ckpt,
+                       zero=zero, memory_efficient=mem_eff, **model)
+        choice = Choice(ckpt, zero, mem_eff, tokens,
+                        max(1, math.ceil(tokens_per_update / (tokens * world))))
+        fits = est.peak <= usable
+        tried.append(f"{choice.name}, {tokens} tokens: {est.peak / GB:.1f} GB"
+                     f"{'' if fits else ' > ' + format(usable / GB, '.1f')}")
+        if fits:
+            return choice, est
+    return None
+
+
+def plan(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: int, *,
+         gpus_per_node: int, nodes: int, gpu_memory_gb: float, tokens_per_gpu: int,
+         tokens_per_update: int, precision: str, margin: float = 0.9,
+         checkpointing: Optional[bool] = None, shared_embeddings: bool = True) -> Plan:
+    """The cheapest layout that fits: plain DDP, + activation checkpointing, + ZeRO-1 (several
+    processes), + memory-efficient fp16 (fp16), then halving --max-tokens (raising --update-freq
+    so the tokens per update stay). ``checkpointing`` True/False: the user's fixed choice;
+    when no layout fits with it but one fits without, the plan keeps it and warns."""
+    params = parameter_count(enc_layers, dec_layers, embed_dim, ffn_dim, vocab, shared_embeddings)
+    model = {"params": params, "layers": enc_layers + dec_layers, "embed_dim": embed_dim,
+             "vocab": vocab}
+    world = gpus_per_node * nodes
+    args = (tokens_per_gpu, tokens_per_update, precision, margin)
+    tried: List[str] = []
+    found = _search(model, world, gpu_memory_gb, *args, checkpointing, tried)
+    if found:
+        return Plan(found[0], found[1], gpu_memory_gb, margin, world, params, precision,
+                    tried=tried)
+    if checkpointing is not None:
+        free = _search(model, world, gpu_memory_gb, *args, None, [])
+        if free:
+            leanest = _leanest(model, world, args, checkpointing)
+            return Plan(*leanest, gpu_memory_gb, margin, world, params, precision, fits=False,
+                        tried=tried, warning=(
+                            f"CHECKPOINT_ACTIVATIONS={int(checkpointing)} does not fit (est. "
+                            f"{leanest[1].peak / GB:.1f} GB > {gpu_memory_gb * margin:.1f} GB "
+                            f"usable); CHECKPOINT_ACTIVATIONS=auto would choose "
+                            f"{free[0].name} at {free[0].max_tokens} tokens per GPU"))
+    raise MemoryPlanError(_refusal(model, enc_layers, dec_layers, gpus_per_node, nodes,
+                                   gpu_memory_gb, args, checkpointing))
+
+
+def _leanest(model, world, args, checkpointing):
+    """The least-memory candidate (last step, fewest tokens) and its estimate."""
+    tokens_per_gpu, tokens_per_update, precision, margin = args
+    ckpt, zero, mem_eff = _candidates(world, precision, checkpointing)[-1]
+    tokens = tokens_per_gpu
+    while tokens // 2 >= MIN_TOKENS:
+        tokens //= 2
+    est = estimate(world=world, tokens=tokens, precision=precision, checkpointing=ckpt,
+                   zero=zero, memory_efficient=mem_eff, **model)
+    return (Choice(ckpt, zero, mem_eff, tokens,
+                   max(1, math.ceil(tokens_per_update / (tokens * world)))), est)
+
+
+def _refusal(model, enc_layers, dec_layers, gpus_per_node, nodes, gpu_memory_gb, args,
+             checkpointing) -> str:
+    world = gpus_per_node * nodes
+    choice, est = _leanest(model, world, args, checkpointing)
+    margin = args[3]
+    text = (f"{enc_layers}L-{dec_layers}L ({model['params'] / 1e9:.2f}B parameters, "
+            f"{args[2]}) does not fit {world} x {gpu_memory_gb:g} GB GPU(s): the smallest "
+            f"estimate, {choice.name} at {choice.max_tokens} tokens per GPU, is "
+            f"{est.peak / GB:.1f} GB per GPU against {gpu_memory_gb * margin:.1f} GB usable "
+            f"({margin:.0%} of the card).")
+    text += f" It would fit on {world} GPU(s) of at least {math.ceil(est.peak / GB / margin)} GB"
+    for more in range(nodes + 1, 1025):  # more nodes of this kind: ZeRO-1 shards Adam's state
+        if _search(model, gpus_per_node * more, gpu_memory_gb, *args, checkpointing, []):
+            text += (f", or on {more * gpus_per_node} GPUs of {gpu_memory_gb:g} GB "
+                     f"({more} node(s) of {gpus_per_node}; ZeRO-1 shards the optimizer state).")
+            break
+    else:
+        text += (f"; no number of {gpu_memory_gb:g} GB GPUs fits it (ZeRO-1 shards only "
+                 "Adam's state).")
+    text += " Set GPU_MEMORY_GB if the card's size was misread."
+    return text
