@@ -94,6 +94,11 @@ class MethodLayer:
         """Data-dependent initialisation on the first training batch (Admin's profiling)."""
 
     @classmethod
+    def stack_built(cls, stack) -> None:
+        """Called once a stack (encoder or decoder) has built its layers: for rules that change
+        the stack's own modules (DyT's final norm, ResiDual's dual stream)."""
+
+    @classmethod
     def needs_batch_initialisation(cls) -> bool:
         return cls.initialise_from_batch.__func__ is not MethodLayer.initialise_from_batch.__func__
 
@@ -424,3 +429,176 @@ class DLCL(MethodLayer):
             y = agg.combine()
             agg.outputs = []  # do not keep the activations alive after the forward
         return (y, *out[1:]) if isinstance(out, tuple) else y
+
+
+# --- the methods after DeepNet (issue 21) -----------------------------------------------------
+
+_LAYER_NORMS = ("self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm")
+
+
+def _require_pre_ln(layer, name: str) -> None:
+    if not layer.normalize_before:
+        raise ValueError(f"{name} is built from Pre-LN layers")
+
+
+def magneto_gains(encoder_layers: int, decoder_layers: int) -> Tuple[float, float]:
+    """Sub-LN's init gains (encoder, decoder) for an N-layer encoder and an M-layer decoder:
+    gamma_e = sqrt(log(3M) log(2N) / 3), gamma_d = sqrt(log(3M)). From Wang et al. 2022
+    ("Foundation Transformers", arXiv 2210.06423, the initialisation of Sec. 2.2 derived in its
+    Sec. 4) as recalled from the paper and torchscale's ``subln`` init; not checked against
+    either here (no copy of them was available)."""
+    n, m = encoder_layers, decoder_layers
+    return math.sqrt(math.log(3 * m) * math.log(2 * n) / 3), math.sqrt(math.log(3 * m))
+
+
+@layer_rule
+class SubLN(MethodLayer):
+    """Sub-LN / Magneto (Wang et al. 2022, arXiv 2210.06423; microsoft/torchscale ``subln``):
+    Pre-LN plus a LayerNorm inside each sub-layer, on the self-attention's heads before the
+    output projection (``self_attn.inner_attn_ln``) and on the FFN's activation before fc2
+    (``ffn_layernorm``); v_proj, out_proj, fc1 and fc2 (weights and biases) of the
+    self-attention and FFN start at fairseq's init times gamma (``magneto_gains``). Choices, as
+    torchscale: the cross-attention gets no inner LN and keeps fairseq's init."""
+
+    def setup(self, cfg):
+        _require_pre_ln(self, "Sub-LN")
+        attn = self.self_attn
+        attn.inner_attn_ln = LayerNorm(self.embed_dim)
+        # fairseq's fused path (F.multi_head_attention_forward) reads out_proj's weight without
+        # calling it, which would skip the hook: take the path that calls out_proj
+        attn.skip_embed_dim_check = True
+        attn.out_proj.register_forward_pre_hook(self._subln_attention)
+        self.ffn_layernorm = LayerNorm(getattr(cfg, self.side).ffn_embed_dim)
+        if self.side == "encoder":  # fairseq's decoder layer applies ffn_layernorm itself
+            self.fc2.register_forward_pre_hook(self._subln_ffn)
+        gains = magneto_gains(cfg.encoder.layers, cfg.decoder.layers)
+        self.gain = gains[1] if self.side == "decoder" else gains[0]
+        with torch.no_grad():
+            for role, linear in linears(self).items():
+                if role in ("self_attn.v_proj", "self_attn.out_proj", "fc1", "fc2"):
+                    linear.weight.mul_(self.gain)
+                    if linear.bias is not None:
+                        linear.bias.mul_(self.gain)
+
+    def _subln_attention(self, module, inputs):
+        return (self.self_attn.inner_attn_ln(inputs[0]),)
+
+    def _subln_ffn(self, module, inputs):
+        return (self.ffn_layernorm(inputs[0]),)
+
+
+@layer_rule
+class PeriLN(MethodLayer):
+    """Peri-LN (Kim et al. 2025, arXiv 2502.02732): ``x + LN_out(F(LN_in(x)))``, a LayerNorm on
+    each sub-layer's input (Pre-LN's) and one on its output (``out_ln[i]``, sub-layers in
+    order), with Pre-LN's final LayerNorm. Defined for decoder-only LMs; Choices: the decoder's
+    cross-attention is one more sub-layer with the same rule; the output LN is applied to the
+    branch before its dropout; weights keep fairseq's init and the output LNs start at
+    gain 1, bias 0; no LayerNorm is added on the embeddings."""
+
+    def setup(self, cfg):
+        _require_pre_ln(self, "Peri-LN")
+        self.out_ln = nn.ModuleList(LayerNorm(self.embed_dim) for _ in range(self.num_sublayers))
+        attentions = [self.self_attn] + ([self.encoder_attn] if self.num_sublayers == 3 else [])
+        for i, attn in enumerate(attentions):
+            attn.register_forward_hook(functools.partial(self._normalise_attention, i))
+        self.fc2.register_forward_hook(self._normalise_ffn)
+
+    def _normalise_attention(self, i, module, inputs, output):
+        x, weights = output
+        return self.out_ln[i](x), weights
+
+    def _normalise_ffn(self, module, inputs, output):
+        return self.out_ln[-1](output)
+
+
+@layer_rule
+class LNScaling(MethodLayer):
+    """LayerNorm Scaling (Sun et al. 2025, "The Curse of Depth", arXiv 2502.05795): Pre-LN whose
+    sub-layer LayerNorms' outputs are scaled by 1/sqrt(l), l the layer's 1-based index in its
+    stack: ``x + G(LN(x) / sqrt(l))``. Defined for decoder-only LMs; Choices: the decoder's
+    cross-attention input LN is scaled as the others; each stack counts its own l; the stack's
+    final LayerNorm is not scaled; weights keep fairseq's init."""
+
+    def setup(self, cfg):
+        _require_pre_ln(self, "LayerNorm Scaling")
+        self.ln_scale = self.index ** -0.5
+        for name in _LAYER_NORMS:
+            norm = getattr(self, name, None)
+            if norm is not None:
+                norm.register_forward_hook(self._scale)
+
+    def _scale(self, module, inputs, output):
+        return output * self.ln_scale
+
+
+class DynamicTanh(nn.Module):
+    """DyT (Zhu et al. 2025): ``weight * tanh(alpha * x) + bias`` over the last dimension,
+    alpha a learnable scalar starting at ``alpha0``, weight ones and bias zeros."""
+
+    def __init__(self, dim: int, alpha0: float):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), float(alpha0)))
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return self.weight * torch.tanh(self.alpha * x) + self.bias
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, alpha0={self.alpha.item():g}"
+
+
+@layer_rule
+class DyT(MethodLayer):
+    """DyT (Zhu et al. 2025, "Transformers without Normalization", arXiv 2503.10622;
+    jiachenzhu/DyT): Pre-LN with every LayerNorm replaced by ``DynamicTanh`` (alpha0 =
+    ``--dyt-alpha-init``, default 0.5, the paper's default outside LLMs), the stacks' final
+    norms (and ``--layernorm-embedding``'s, if used) too. Weights keep fairseq's init."""
+
+    def setup(self, cfg):
+        _require_pre_ln(self, "DyT")
+        for name in _LAYER_NORMS:
+            if getattr(self, name, None) is not None:
+                setattr(self, name, DynamicTanh(self.embed_dim, cfg.dyt_alpha_init))
+
+    @classmethod
+    def stack_built(cls, stack):
+        for name in ("layer_norm", "layernorm_embedding"):
+            norm = getattr(stack, name, None)
+            if norm is not None:
+                setattr(stack, name, DynamicTanh(norm.weight.numel(), stack.cfg.dyt_alpha_init))
+
+
+@layer_rule
+class MixLN(MethodLayer):
+    """Mix-LN (Li et al. 2025, arXiv 2412.13795): Post-LN in the lowest floor(alpha L) layers of
+    a stack, Pre-LN above them (alpha = ``--mix-ln-ratio``, default 0.25, the paper's).
+    Defined for decoder-only LMs; Choices: the encoder and the decoder are split separately,
+    each by its own depth (6L-6L: layer 1 of each Post-LN); the stacks keep Pre-LN's final
+    LayerNorm, after the Pre-LN layers; weights keep fairseq's init."""
+
+    def setup(self, cfg):
+        ratio = cfg.mix_ln_ratio
+        if not 0 <= ratio < 1:
+            raise ValueError(f"--mix-ln-ratio must be in [0, 1), got {ratio}")
+        _require_pre_ln(self, "Mix-LN")  # the arch sets Pre-LN; the rule switches the lowest
+        self.normalize_before = self.index > math.floor(ratio * self.depth)
+
+
+@layer_rule
+class B2T(PerSublayer):
+    """B2T connection (Takase et al. 2023, arXiv 2206.00330; takase/b2t_connection): Post-LN
+    whose last sub-layer (the FFN) also adds the layer's input, skipping the layer's
+    intermediate LayerNorms: encoder ``LN2(h + FFN(h) + x)`` with ``h = LN1(x + Attn(x))``; in
+    the decoder the input skips both the self- and cross-attention LNs. Init: fairseq's; we
+    know of no rescaled init prescribed by the paper (not checked against its code)."""
+
+    def sublayer_residual(self, i, x, residual):
+        if i == 0:
+            self._layer_input = residual
+        out = residual + x
+        if i == self.num_sublayers - 1:
+            out = out + self._layer_input
+            self._layer_input = None
+        return out

@@ -162,6 +162,35 @@ _DECLARED = (
            "this plugin (docs/figure5.md)", "post", model="deepnet_transformer",
            arch="deepnet_transformer",
            options=("--deepnorm-constants", "adam", "--deepnorm-ln-lr-multiplier", "auto")),
+    # The methods after DeepNet (issue 21). Those defined for decoder-only LMs (Peri-LN, Mix-LN,
+    # LayerNorm Scaling, DyT) treat the decoder's cross-attention as one more sub-layer with
+    # the same rule, and each stack (encoder, decoder) counts its own layers; docs/methods.md.
+    Method("subln", "Pre-LN + LN before out_proj (self-attn) and before fc2; v/out/ffn x gamma, "
+           "enc sqrt(ln 3M ln 2N / 3), dec sqrt(ln 3M)",
+           "Wang et al. 2022 (Magneto, arXiv 2210.06423; microsoft/torchscale subln)", "pre",
+           layers="SubLN"),
+    # x + LN_out(F(LN_in(x))): the output LN is the addition to Pre-LN
+    Method("peri_ln", "x + LN(G(LN(x))), final LN", "Kim et al. 2025 (Peri-LN, arXiv 2502.02732)",
+           "pre", layers="PeriLN"),
+    # x + F(LN(x) / sqrt(l)), l = 1..N in each stack
+    Method("ln_scaling", "x + G(LN(x)/sqrt(l)), l the layer index, final LN",
+           "Sun et al. 2025 (The Curse of Depth, arXiv 2502.05795)", "pre", layers="LNScaling"),
+    # DyT(x) = weight * tanh(alpha x) + bias in place of every LayerNorm
+    Method("dyt", "Pre-LN, every LN -> w tanh(a x) + b, a = 0.5 learnable",
+           "Zhu et al. 2025 (DyT, arXiv 2503.10622; jiachenzhu/DyT)", "pre", layers="DyT",
+           model_options=(ModelOption(
+               "dyt_alpha_init", 0.5, "DyT's alpha0, the start value of the learnable scalar "
+               "in tanh(alpha x) (Zhu et al. 2025; 0.5 is the paper's default)"),)),
+    # Post-LN below floor(alpha L), Pre-LN above, per stack
+    Method("mix_ln", "LN(x + G(x)) in layers l <= floor(0.25 L), x + G(LN(x)) above, final LN",
+           "Li et al. 2025 (Mix-LN, arXiv 2412.13795)", "pre", layers="MixLN",
+           model_options=(ModelOption(
+               "mix_ln_ratio", 0.25, "Mix-LN's alpha in [0, 1): the lowest floor(alpha L) "
+               "layers of each stack are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25)"),)),
+    # last sub-layer: LN(h + G(h) + x), x the layer's input
+    Method("b2t", "Post-LN; the layer input is added again before its last LN",
+           "Takase et al. 2023 (B2T connection, arXiv 2206.00330; takase/b2t_connection)",
+           "post", layers="B2T"),
 )
 
 METHODS: Dict[str, Method] = {}

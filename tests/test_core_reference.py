@@ -34,9 +34,51 @@ RESIDUAL_FORMS = {
     "r_fixup": lambda layer, i, x, g: x + layer.multiplier[i] * g,
     "t_fixup": lambda layer, i, x, g: x + g,
     "normformer": lambda layer, i, x, g: x + g,
+    # the methods after DeepNet (issue 21): their LayerNorms are in the norms and branches below
+    "subln": lambda layer, i, x, g: x + g,
+    "peri_ln": lambda layer, i, x, g: x + _layer_norm(layer.out_ln[i], g),
+    "ln_scaling": lambda layer, i, x, g: x + g,
+    "dyt": lambda layer, i, x, g: x + g,
+    "mix_ln": lambda layer, i, x, g: x + g,
+    "b2t": lambda layer, i, x, g: x + g,  # + the layer's input at the last sub-layer, below
 }
 # DLCL's layers are Pre-LN layers fed by the stack's aggregation: tests/test_methods.py checks
 # that combination by hand.
+
+
+def _layer_norm(module, h):
+    """A LayerNorm from its parameters (DyT's tanh in its place), without the rule's hooks."""
+    if hasattr(module, "alpha"):  # DyT: weight * tanh(alpha h) + bias
+        return module.weight * torch.tanh(module.alpha * h) + module.bias
+    if isinstance(module, torch.nn.Identity):
+        return h
+    mean, var = h.mean(-1, keepdim=True), h.var(-1, unbiased=False, keepdim=True)
+    return (h - mean) / torch.sqrt(var + module.eps) * module.weight + module.bias
+
+
+def _input_norm(layer, name, module, h):
+    """A Pre-LN sub-layer's input norm; LayerNorm Scaling divides it by sqrt(l)."""
+    scale = layer.index ** -0.5 if name == "ln_scaling" else 1.0
+    return _layer_norm(module, h) * scale
+
+
+def _attention_by_hand(attn, query, kv, mask, inner_ln):
+    """fairseq's multi-head attention from its projections (Sub-LN: a LayerNorm on the heads
+    before out_proj)."""
+    t, b, d = query.shape
+    heads = attn.num_heads
+    head_dim = d // heads
+
+    def split(y):
+        return y.reshape(y.size(0), b * heads, head_dim).transpose(0, 1)
+
+    q = split(attn.q_proj.forward(query) * head_dim ** -0.5)
+    k, v = split(attn.k_proj.forward(kv)), split(attn.v_proj.forward(kv))
+    scores = torch.bmm(q, k.transpose(1, 2))
+    if mask is not None:
+        scores = scores + mask
+    heads_out = torch.bmm(scores.softmax(-1), v).transpose(0, 1).reshape(t, b, d)
+    return attn.out_proj.forward(_layer_norm(inner_ln, heads_out))
 
 
 def _attention_branch(layer, g):
@@ -62,23 +104,29 @@ def hand_written(layer, method, x, encoder_out=None):
     not counted twice: the reference applies what they do itself."""
     form = RESIDUAL_FORMS[method.name]
     pre = layer.normalize_before
+    last = 2 if encoder_out is not None else 1
 
     def sublayer(i, h, norm, branch):
-        g = branch(norm(h) if pre else h)
+        g = branch(_input_norm(layer, method.name, norm, h) if pre else h)
         out = form(layer, i, h, g)
-        return out if pre else norm(out)
+        if method.name == "b2t" and i == last:  # B2T: the layer's input skips to its last LN
+            out = out + x
+        return out if pre else _layer_norm(norm, out)
+
+    def self_attention(q):
+        inner_ln = getattr(layer.self_attn, "inner_attn_ln", None)
+        if inner_ln is not None:  # Sub-LN: the attention itself by hand
+            return _attention_by_hand(layer.self_attn, q, q, causal, inner_ln)
+        return _attention_branch(layer, layer.self_attn.forward(
+            query=q, key=q, value=q, attn_mask=causal, need_weights=False)[0])
 
     t = x.size(0)
     causal = torch.triu(torch.full((t, t), float("-inf")), 1) if encoder_out is not None else None
-    h = sublayer(0, x, layer.self_attn_layer_norm, lambda q: _attention_branch(
-        layer, layer.self_attn.forward(query=q, key=q, value=q, attn_mask=causal,
-                                       need_weights=False)[0]))
-    i = 1
+    h = sublayer(0, x, layer.self_attn_layer_norm, self_attention)
     if encoder_out is not None:
-        h = sublayer(1, h, layer.encoder_attn_layer_norm, lambda q: layer.encoder_attn(
+        h = sublayer(1, h, layer.encoder_attn_layer_norm, lambda q: layer.encoder_attn.forward(
             query=q, key=encoder_out, value=encoder_out, static_kv=True, need_weights=False)[0])
-        i = 2
-    return sublayer(i, h, layer.final_layer_norm, lambda q: _ffn_branch(layer, q))
+    return sublayer(last, h, layer.final_layer_norm, lambda q: _ffn_branch(layer, q))
 
 
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
@@ -91,7 +139,7 @@ def test_layer_equals_its_rule_written_by_hand(toy_data, name, side):
     layer = getattr(model, side).layers[1].eval()
     with torch.no_grad():
         for n, p in layer.named_parameters():  # learnable scalars away from their start values
-            if n in ("resweight", "multiplier", "omega_delta", "c_attn"):
+            if n in ("resweight", "multiplier", "omega_delta", "c_attn") or n.endswith(".alpha"):
                 p.add_(torch.rand_like(p) + 0.5)
             if n.endswith(("fc2.weight", "out_proj.weight")) and not p.any():
                 p.normal_(0, 0.1)  # R-Fixup's zero branch ends would hide the branch
@@ -106,6 +154,74 @@ def test_layer_equals_its_rule_written_by_hand(toy_data, name, side):
     if name.startswith("deepnet") and name != "deepnet_pre_ln_adam":
         assert layer.alpha > 1.05  # the placement of alpha is visible
     assert torch.allclose(actual, expected, atol=1e-5), (actual - expected).abs().max()
+
+
+# --- the methods after DeepNet: their placements and inits -----------------------------------
+
+
+def test_subln_init_is_fairseqs_times_magneto_gamma(toy_data):
+    """Sub-LN (Magneto): the self-attention's v/out and the FFN's fc1/fc2 (weights and biases)
+    are Pre-LN's draws times gamma_e = sqrt(ln(3M) ln(2N) / 3) in the encoder and
+    gamma_d = sqrt(ln 3M) in the decoder; q/k and the cross-attention keep fairseq's init."""
+    n, m = 4, 3
+    subln, _, _ = build(toy_data, "subln_transformer_tiny", "--encoder-layers", n,
+                        "--decoder-layers", m, seed=5)
+    pre, _, _ = build(toy_data, "pre_ln_transformer_tiny", "--encoder-layers", n,
+                      "--decoder-layers", m, seed=5)  # the same draws: LayerNorms draw nothing
+    gammas = {"encoder": math.sqrt(math.log(3 * m) * math.log(2 * n) / 3),
+              "decoder": math.sqrt(math.log(3 * m))}
+    scaled = ("self_attn.v_proj", "self_attn.out_proj", "fc1", "fc2")
+    for side, gamma in gammas.items():
+        for ours, ref in zip(getattr(subln, side).layers, getattr(pre, side).layers):
+            assert ours.normalize_before and ours.gain == pytest.approx(gamma, rel=1e-12)
+            ref_modules = dict(ref.named_modules())
+            for role in ROLES:
+                if role not in ref_modules:
+                    continue
+                mine, theirs = dict(ours.named_modules())[role], ref_modules[role]
+                factor = gamma if role in scaled else 1.0
+                assert torch.allclose(mine.weight, theirs.weight * factor), (side, role)
+                assert torch.allclose(mine.bias, theirs.bias * factor), (side, role)
+    assert gammas["encoder"] != pytest.approx(1.0) and gammas["decoder"] > 1
+
+
+def test_dyt_replaces_every_layer_norm_final_ones_too(toy_data):
+    from deepnet_fairseq.method_layers import DynamicTanh
+
+    model, _, _ = build(toy_data, "dyt_transformer_tiny", "--dyt-alpha-init", 0.8)
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
+    norms = [m for m in model.modules() if isinstance(m, DynamicTanh)]
+    assert model.encoder.layer_norm in norms and model.decoder.layer_norm in norms
+    assert len(norms) == 2 * 2 + 2 * 3 + 2  # 2 per encoder layer, 3 per decoder layer, 2 final
+    for norm in norms:
+        assert norm.alpha.item() == pytest.approx(0.8) and norm.alpha.numel() == 1
+        assert torch.all(norm.weight == 1) and torch.all(norm.bias == 0)
+    default, _, _ = build(toy_data, "dyt_transformer_tiny")
+    assert default.encoder.layer_norm.alpha.item() == 0.5  # the paper's alpha0
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_mix_ln_is_post_ln_in_the_lowest_quarter_of_each_stack(toy_data, side):
+    """8 layers: floor(0.25 * 8) = 2 Post-LN layers, then Pre-LN, and Pre-LN's final LN; each
+    kind of layer equals its rule by hand."""
+    method = methods.get("mix_ln")
+    model, _, _ = build(toy_data, *method.train_args(8, 8)[1:], *NARROW)
+    stack = getattr(model, side)
+    assert [layer.normalize_before for layer in stack.layers] == [False] * 2 + [True] * 6
+    assert stack.layer_norm is not None
+    x = torch.randn(5, 3, stack.layers[0].embed_dim)
+    enc = torch.randn(7, 3, x.size(-1))
+    mask = torch.triu(torch.full((5, 5), float("-inf")), 1)
+    for layer in (stack.layers[1].eval(), stack.layers[2].eval()):
+        with torch.no_grad():
+            if side == "encoder":
+                actual, expected = layer(x, None), hand_written(layer, method, x)
+            else:
+                actual = layer(x, enc, None, self_attn_mask=mask)[0]
+                expected = hand_written(layer, method, x, encoder_out=enc)
+        assert torch.allclose(actual, expected, atol=1e-5)
+    half, _, _ = build(toy_data, *method.train_args(6, 6)[1:], "--mix-ln-ratio", 0.5, *NARROW)
+    assert [layer.normalize_before for layer in half.encoder.layers] == [False] * 3 + [True] * 3
 
 
 # --- DeepNorm's init: the distribution, not only the scale ------------------------------------

@@ -46,6 +46,7 @@ class MethodEncoder(TransformerEncoderBase):
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
         if issubclass(layer_cls, DLCL):
             _attach_aggregation(self, cfg.encoder.embed_dim)
+        layer_cls.stack_built(self)
 
     def build_encoder_layer(self, cfg):
         self.num_built = getattr(self, "num_built", 0) + 1
@@ -61,6 +62,7 @@ class MethodDecoder(TransformerDecoderBase):
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
         if issubclass(layer_cls, DLCL):
             _attach_aggregation(self, cfg.decoder.embed_dim)
+        layer_cls.stack_built(self)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         self.num_built = getattr(self, "num_built", 0) + 1
