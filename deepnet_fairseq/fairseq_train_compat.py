@@ -1,5 +1,5 @@
-"""``fairseq-train`` with two fairseq 0.12 limitations lifted; the recipes launch it in their place
-only when one applies (2+ CPU processes, or bf16):
+"""``fairseq-train`` with three fairseq 0.12 limitations lifted; the recipes launch it in their
+place only when one applies (2+ CPU processes, bf16, or fp16 on CPU):
 
     python -m deepnet_fairseq.fairseq_train_compat DATA [fairseq-train options]
     torchrun --nproc_per_node 2 -m deepnet_fairseq.fairseq_train_compat DATA --cpu \\
@@ -18,6 +18,20 @@ only when one applies (2+ CPU processes, or bf16):
    run on an XLA device. When ``--bf16`` is given without ``--tpu``, the flag is reset after
    parsing; fairseq's bf16 training path (bf16 model, fp32 master weights, no loss scaling)
    is otherwise unchanged.
+3. **fp16 on CPU** (``--cpu`` with ``--fp16`` or ``--memory-efficient-fp16``, no GPU), so that
+   fairseq's fp16 path -- ``FP16Optimizer`` flattened or not, ``MemoryEfficientFP16Optimizer``,
+   the dynamic loss scaler and its overflow handling -- runs, and is tested, without a GPU.
+   fairseq makes three CUDA-only calls on that path; exactly two things change, and only in a
+   process where torch has no CUDA:
+
+   * ``torch.cuda.current_device()`` returns ``None``: ``FP16Optimizer.build_fp32_params``
+     keys its flat fp32 master copy by it, and later finds each parameter's slice under
+     ``p.device.index``, which is ``None`` for a CPU tensor;
+   * ``Tensor.cuda()`` returns the tensor itself: the trainer builds the grad norm of an
+     overflowed (skipped) update as ``torch.tensor(0.0).cuda()`` and aggregates the grad
+     norms of several processes through ``.cuda()``.
+
+   The arithmetic is fairseq's own fp16 arithmetic, run by torch's CPU half-precision kernels.
 
 Everything else is fairseq-train's own ``cli_main``.
 """
@@ -57,7 +71,22 @@ def install(argv=None) -> list:
 
         options.parse_args_and_arch = parse_without_tpu
         applied.append("bf16-not-tpu")
+    if ("--cpu" in argv and ("--fp16" in argv or "--memory-efficient-fp16" in argv)
+            and not torch.cuda.is_available()):
+        lift_cuda_calls_of_fp16()
+        applied.append("fp16-on-cpu")
     return applied
+
+
+def lift_cuda_calls_of_fp16() -> None:
+    """Item 3 of the module docstring, in a process without CUDA (refused otherwise)."""
+    import torch
+
+    if torch.cuda.is_available():
+        raise RuntimeError("fp16 on CPU is for machines without CUDA; on a GPU use fairseq's "
+                           "own fp16 path")
+    torch.cuda.current_device = lambda: None
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
 
 
 def main() -> None:

@@ -212,6 +212,8 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     log(cfg, "train", f"{name}: {cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L {cfg['METHOD']}, "
                       f"{cfg['EMBED_DIM']}-{cfg['FFN_DIM']}-{cfg['HEADS']}, {layout.summary()}")
     if dry_run:
+        if layout.memory:
+            print(layout.memory_text())
         print(shlex.join(command))
         return 0
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
