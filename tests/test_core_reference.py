@@ -224,6 +224,24 @@ def test_mix_ln_is_post_ln_in_the_lowest_quarter_of_each_stack(toy_data, side):
     assert [layer.normalize_before for layer in half.encoder.layers] == [False] * 3 + [True] * 3
 
 
+@pytest.mark.parametrize("name", ["subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t"])
+def test_newer_methods_decode_incrementally_as_in_one_pass(toy_data, name):
+    """Their hooks (Sub-LN's out_proj, Peri-LN's cross-attention) and B2T's saved layer input
+    give the same step-by-step decoder output as the full forward."""
+    model, task, _ = build(toy_data, *methods.get(name).train_args(4, 4)[1:], *NARROW)
+    model.eval()
+    net = sample_batch(task)["net_input"]
+    with torch.no_grad():
+        full = model(**net)[0]
+        enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+        state, steps, prev = {}, [], net["prev_output_tokens"]
+        for t in range(prev.size(1)):
+            steps.append(model.decoder(prev[:, : t + 1], encoder_out=enc,
+                                       incremental_state=state)[0][:, -1])
+    real = prev.ne(task.target_dictionary.pad())
+    assert torch.allclose(torch.stack(steps, 1)[real], full[real], atol=1e-5)
+
+
 # --- DeepNorm's init: the distribution, not only the scale ------------------------------------
 
 
