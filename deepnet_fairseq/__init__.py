@@ -19,7 +19,7 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def register() -> None:
     """Register the plugin with fairseq (idempotent: Python imports each module once)."""
-    from . import checkpoint_compat, diagnostics, models  # noqa: F401  (their registrations)
+    from . import checkpoint_compat, models, tasks  # noqa: F401  (their registrations)
 
 
 if "fairseq" in sys.modules:  # loaded as fairseq's --user-dir, or after fairseq

@@ -186,7 +186,7 @@ def test_admin_profiling_reduces_through_a_process_group(toy_data, tmp_path):
 
 def test_monitors_find_the_layers_through_fairseqs_ddp_wrappers(toy_data, tmp_path):
     from fairseq.distributed import LegacyDistributedDataParallel, ModuleProxyWrapper
-    from deepnet_fairseq.diagnostics.monitors import LayerMonitor, unwrap
+    from deepnet_fairseq.tasks.monitored import LayerMonitor, unwrap
 
     model, _, _ = build(toy_data, "deepnet_transformer_tiny")
     alone = LayerMonitor(model)
@@ -207,7 +207,7 @@ def test_monitors_find_the_layers_through_fairseqs_ddp_wrappers(toy_data, tmp_pa
 
 
 def test_monitors_refuse_a_model_without_layers():
-    from deepnet_fairseq.diagnostics.monitors import LayerMonitor
+    from deepnet_fairseq.tasks.monitored import LayerMonitor
 
     with pytest.raises(RuntimeError, match="found no trainable parameter named 'encoder.layers"):
         LayerMonitor(torch.nn.Sequential(torch.nn.Linear(2, 2)))

@@ -60,6 +60,8 @@ DOC_COMMANDS = [
     (r"bash scripts/install\.sh.*", ".ci/run"),
     (r"SIZE=smoke bash scripts/quickstart\.sh", ".ci/run"),
     (r"python -m pytest tests", ".ci/run"),
+    (r"python -m deepnet_fairseq\.recipes DATASET STEP",
+     "tests/test_hostile_runtime.py::test_a_run_directory_the_recipes_did_not_create_is_left_alone"),
     (r"bash scripts/quickstart\.sh", ".ci/run"),
     (r"bash scripts/quickstart\.sh --help", "tests/test_hostile_runtime.py::test_quickstart_help_and_thin_wrapper"),
     (r"pip install torch==.*", ".ci/run"),

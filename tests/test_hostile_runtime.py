@@ -13,7 +13,8 @@ from typing import Dict
 import pytest
 
 from conftest import REPO
-from deepnet_fairseq.recipes import launch, quickstart, runner, workdir
+from deepnet_fairseq.recipes import __main__ as recipes_cli
+from deepnet_fairseq.recipes import quickstart, runner, workdir
 from deepnet_fairseq.recipes.settings import SettingError, resolve
 
 BASE = {"DEVICE": "cpu", "SIZE": "smoke"}
@@ -84,7 +85,7 @@ def prepared_work(tmp_path):
 def train(monkeypatch, capsys, env):
     for name, value in {**BASE, **env}.items():
         monkeypatch.setenv(name, value)
-    code = launch.main(["wmt17", "train"])
+    code = recipes_cli.main(["wmt17", "train"])
     return code, capsys.readouterr().err
 
 

@@ -13,7 +13,8 @@ from deepnet_fairseq import methods
 
 # the compared methods, plus the optimizer-aware form that changes the layer placement
 CLI_METHODS = ["post_ln", "pre_ln", "ds_init", "admin", "rezero", "r_fixup", "t_fixup", "dlcl",
-               "normformer", "lipschitz", "deepnet_pre_ln_adam"]
+               "normformer", "lipschitz", "deepnet_pre_ln_adam",
+               "subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t"]
 TINY = ["--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
         "--encoder-attention-heads", "2", "--decoder-attention-heads", "2"]
 COMMON = ["--user-dir", USER_DIR, "--cpu", "--optimizer", "adam", "--lr", "1e-3",
@@ -46,7 +47,10 @@ LAYER_CLASS = {"post_ln": "TransformerEncoderLayerBase", "pre_ln": "TransformerE
                "rezero": "ReZeroEncoderLayer", "r_fixup": "RFixupEncoderLayer",
                "t_fixup": "TFixupEncoderLayer", "dlcl": "DLCLEncoderLayer",
                "normformer": "NormFormerEncoderLayer", "lipschitz": "LipschitzEncoderLayer",
-               "deepnet_pre_ln_adam": "DeepNormEncoderLayer"}
+               "deepnet_pre_ln_adam": "DeepNormEncoderLayer",
+               "subln": "SubLNEncoderLayer", "peri_ln": "PeriLNEncoderLayer",
+               "ln_scaling": "LNScalingEncoderLayer", "dyt": "DyTEncoderLayer",
+               "mix_ln": "MixLNEncoderLayer", "b2t": "B2TEncoderLayer"}
 
 
 @pytest.mark.slow

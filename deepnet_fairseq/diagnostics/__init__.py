@@ -2,8 +2,9 @@
 
 * ``model_update``  -- ``deepnet-model-update``: the model update ||F(x, theta_t) - F(x, theta_0)||
   of several depths and methods over the first steps of training (the paper's Figure 5);
-* ``monitors``      -- the ``translation_monitored`` task: per-layer gradient norms, LayerNorm
-  input norms (Figure 4) and update ratios for any ``fairseq-train`` run, logged by fairseq;
+* ``deepnet_fairseq.tasks.monitored`` (a plugin task, registered with the models) -- the
+  ``translation_monitored`` task: per-layer gradient norms, LayerNorm input norms (Figure 4)
+  and update ratios for any ``fairseq-train`` run, logged by fairseq;
 * ``plot_monitors`` -- ``deepnet-plot-monitors``: per-layer heat maps from those logs;
 * ``depth_study``   -- ``deepnet-depth-study``: tiny models of each method from 6L-6L to 500L-500L
   under identical settings, converged / stalled / diverged (the paper's Table 1, tiny scale);
@@ -15,6 +16,5 @@ diagnostics build and train models through fairseq in their own process.
 """
 
 from .. import register
-from . import monitors  # noqa: F401  (registers the translation_monitored task)
 
 register()  # the diagnostics drive fairseq in this process: the plugin's models must be known

@@ -1,43 +1,10 @@
-"""Python helpers of the reproduction recipes (``scripts/wmt17``, ``scripts/opus100``,
-``scripts/iwslt14``): corpus cleaning, run classification, scoring, multi-direction decoding
-and the result table / CSV / plot. Each module is a small CLI: ``python -m
-deepnet_fairseq.recipes.<module> --help``.
+"""The reproduction recipes' runtime (``scripts/wmt17``, ``scripts/opus100``, ``scripts/iwslt14``,
+``scripts/quickstart.sh``): ``python -m deepnet_fairseq.recipes DATASET STEP`` (settings,
+launch layout, memory plan, runs), the quickstart, corpus cleaning, run classification, scoring,
+multi-direction decoding and the result table / CSV / plot. The helpers are small CLIs too:
+``python -m deepnet_fairseq.recipes.<module> --help``. Nothing in the plugin imports this
+package.
 """
 
-import contextlib
-import json
-import os
-import tempfile
-
-
-@contextlib.contextmanager
-def atomic_open(path: str, mode: str = "w"):
-    """Open a temporary file beside ``path``; rename it to ``path`` only if the block succeeds."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are for everyone who may read
-    try:
-        with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
-            yield out
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def write_atomically(path: str, text: str) -> None:
-    with atomic_open(path) as out:
-        out.write(text)
-
-
-def save_png(figure, path: str) -> None:
-    """Save a matplotlib ``figure`` as PNG at ``path`` through a temporary file and a rename."""
-    with atomic_open(path, "wb") as out:
-        figure.savefig(out, format="png", dpi=120, bbox_inches="tight")
-
-
-def write_json(path: str, data) -> None:
-    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+# the recipes' file writers are the plugin's (fileio), re-exported for the recipes' modules
+from ..fileio import atomic_open, save_png, write_atomically, write_json  # noqa: F401

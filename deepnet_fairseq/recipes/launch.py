@@ -1,11 +1,8 @@
 """The recipes' launch logic: settings -> processes, batch, precision -> the exact command.
 
-    python -m deepnet_fairseq.recipes.launch [--repo REPO] DATASET STEP [--dry-run]
-
-DATASET is wmt17, opus100 or iwslt14; STEP is train, evaluate or sweep (run here), or
-prepare (``--shell`` prints the settings as shell assignments for scripts/*/prepare.sh). The
-scripts in scripts/ call this module; ``--dry-run`` prints the resolved settings, the process
-layout and the command, and runs nothing. Settings: ``settings.py``; GPUs: ``devices.py``.
+Pure planning: nothing here runs a process or writes a file (``runner`` does; the command
+line is ``python -m deepnet_fairseq.recipes``, ``__main__.py``). Settings: ``settings.py``;
+GPUs: ``devices.py``; memory: ``memory.py``.
 
 The layout, decided by ``plan_layout`` from the settings and the environment alone:
 
@@ -30,7 +27,6 @@ Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a 
 (``runner.py``); node k > 0 keeps ``train.node<k>.log``.
 """
 
-import argparse
 import math
 import os
 import shlex
@@ -40,8 +36,8 @@ from typing import Callable, List, Mapping, Optional
 
 from .devices import count_gpus
 from .memory import MemoryPlanError, Plan, plan as memory_plan
-from .settings import PREFIX, SettingError, Settings, resolve
-from .workdir import MARKER, Busy, NotOurs, describe_os_error
+from .settings import PREFIX, SettingError, Settings
+from .workdir import MARKER
 
 
 @dataclass
@@ -334,39 +330,3 @@ def print_settings(cfg: Settings, step: str, out=sys.stderr) -> None:
 
 
 # ---- command line ---------------------------------------------------------------------------
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.launch",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", default=os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), help="the checkout holding configs/ and scripts/")
-    parser.add_argument("dataset", choices=("wmt17", "opus100", "iwslt14"))
-    parser.add_argument("step", choices=("prepare", "train", "evaluate", "sweep"))
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the settings, layout and command; run nothing")
-    parser.add_argument("--shell", action="store_true",
-                        help="prepare: print the settings as bash assignments on stdout")
-    args = parser.parse_args(argv)
-    from . import runner
-
-    try:
-        cfg = resolve(args.dataset, os.environ, args.repo)
-        print_settings(cfg, args.step)
-        if args.step == "prepare":
-            if args.shell and not args.dry_run:
-                runner.start_prepare(cfg)
-                print(shell_assignments(cfg), end="")
-            return 0
-        return {"train": runner.train, "evaluate": runner.evaluate,
-                "sweep": runner.sweep}[args.step](cfg, os.environ, args.dry_run)
-    except (SettingError, Busy, NotOurs) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # a full disk, a read-only directory: one line, no traceback
-        print(f"error: {describe_os_error(err)}", file=sys.stderr)
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

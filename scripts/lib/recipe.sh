@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2153
-# (SC2153: the upper-case settings are assigned by the `eval` of launch.py's output below)
+# (SC2153: the upper-case settings are assigned by the `eval` of python -m deepnet_fairseq.recipes --shell below)
 # Shared code of the reproduction recipes (scripts/{wmt17,opus100,iwslt14}/*.sh); sourced, not run.
-# The launch logic is Python (deepnet_fairseq/recipes/launch.py: settings, processes, command,
+# The launch logic is Python (python -m deepnet_fairseq.recipes: settings, processes, command,
 # runs, statuses); train/evaluate/sweep scripts hand over to it with recipe_exec, prepare
 # scripts get the resolved settings with recipe_init and keep the data steps below.
 # Settings: docs/recipes.md, configs/README.md.
@@ -39,7 +39,7 @@ recipe_exec() {
   shift 2
   recipe_args "$@"
   need_tools "$PY"
-  exec "$PY" -m deepnet_fairseq.recipes.launch --repo "$REPO" "$dataset" "$step" "$@"
+  exec "$PY" -m deepnet_fairseq.recipes --repo "$REPO" "$dataset" "$step" "$@"
 }
 
 # recipe_init DATASET prepare "$@": the resolved settings (printed, saved in
@@ -54,9 +54,9 @@ recipe_init() {
   recipe_args "$@"
   need_tools "$PY"
   if [[ $# -eq 1 ]]; then
-    exec "$PY" -m deepnet_fairseq.recipes.launch --repo "$REPO" "$dataset" "$step" --dry-run
+    exec "$PY" -m deepnet_fairseq.recipes --repo "$REPO" "$dataset" "$step" --dry-run
   fi
-  settings=$("$PY" -m deepnet_fairseq.recipes.launch --repo "$REPO" "$dataset" "$step" --shell) \
+  settings=$("$PY" -m deepnet_fairseq.recipes --repo "$REPO" "$dataset" "$step" --shell) \
     || exit $?
   eval "$settings"
 }
