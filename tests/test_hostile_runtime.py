@@ -3,6 +3,7 @@ the message expected, and what must be unchanged (or not created) on disk. The c
 corpus cases are in test_hostile_checkpoints.py and test_hostile_data.py."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -296,3 +297,48 @@ def test_evaluation_averages_at_least_one_checkpoint(tmp_path, capsys, count):
         evaluate.main(["--run-dir", str(tmp_path), "--average-last", count, "--directions",
                        "en-de", "--references", str(tmp_path), "--", str(tmp_path)])
     assert "--average-last" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
+    """SIGKILL of the quickstart once its first checkpoint exists: fairseq-train dies with it
+    (no orphan keeps training), and the next launch resumes from that checkpoint, finishes,
+    and leaves no temporary behind."""
+    out = tmp_path / "qs"
+    env = dict(os.environ, SIZE="smoke", QUICKSTART_DIR=str(out), QUICKSTART_UPDATES="60")
+    script = os.path.join(REPO, "scripts", "quickstart.sh")
+    first = subprocess.Popen(["bash", script], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    last = out / "checkpoints" / "checkpoint_last.pt"
+    deadline = time.time() + 300
+    while time.time() < deadline and not last.exists() and first.poll() is None:
+        time.sleep(0.5)
+    assert last.exists(), "no checkpoint before the kill"
+    trainers = [pid for pid in _all_pids() if str(out) in _cmdline(pid) and pid != first.pid]
+    first.kill()
+    first.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and any(_alive(pid) for pid in trainers):
+        time.sleep(0.2)
+    assert trainers and not any(_alive(pid) for pid in trainers), "fairseq-train outlived it"
+    second = subprocess.run(["bash", script], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-2000:]
+    log = (out / "train.log").read_text()
+    assert re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ [1-9]\d* updates\)",
+                     log)
+    assert "update 60/60" in second.stdout
+    left = [str(p) for p in out.rglob("*") if p.name.startswith(".tmp-") or
+            p.name.endswith(".pt.tmp")]
+    assert not left, left
+
+
+def _all_pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
