@@ -87,17 +87,17 @@ def test_overflows_are_skipped_and_the_scale_recovers(toy_data, tmp_path):
 def test_a_100l_deepnet_trains_in_fp16_where_post_ln_is_reported(toy_data, tmp_path, capsys):
     """100L-100L tiny: DeepNet's loss goes down and the loss scale never cascades to the
     minimum; Post-LN under the same settings is reported as it behaves."""
-    code, log = train(toy_data, tmp_path / "deepnet", "--fp16", layers=100, updates=30)
+    code, log = train(toy_data, tmp_path / "deepnet", "--fp16", layers=100, updates=16)
     assert code == 0, log[-3000:]
     steps = losses(log)
     first, last = mean([l for l, _ in steps[:5]]), mean([l for l, _ in steps[-5:]])
     assert last < first and "Minimum loss scale reached" not in log
     assert min(scale for _, scale in steps) >= 1
-    code, post = train(toy_data, tmp_path / "post_ln", "--fp16", layers=100, updates=30,
+    code, post = train(toy_data, tmp_path / "post_ln", "--fp16", layers=100, updates=16,
                        arch="post_ln_transformer_tiny")
     post_steps = losses(post)
     with capsys.disabled():
-        print(f"\n100L-100L fp16 on CPU, 30 updates: DeepNet loss {first:.2f} -> {last:.2f}, "
+        print(f"\n100L-100L fp16 on CPU, 16 updates: DeepNet loss {first:.2f} -> {last:.2f}, "
               f"smallest loss scale {min(s for _, s in steps)}; Post-LN exit {code}, "
               f"{len(post_steps)} updates logged"
               + (f", loss {mean([l for l, _ in post_steps[:5]]):.2f} -> "

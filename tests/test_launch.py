@@ -382,3 +382,42 @@ def test_a_methods_declared_training_settings_reach_its_command():
     assert option(cmd, "--warmup-updates") == "4000"
     with pytest.raises(SettingError, match="METHOD=t_fixp: unknown method"):
         plan({**GPUS8, "METHOD": "t_fixp"})
+
+
+def valid_line(update, loss):
+    return f"| valid | epoch 001 | valid on 'valid' subset | loss {loss} | nll_loss 1 | num_updates {update}"
+
+
+def test_divergence_watch_stops_after_patience_validations_past_the_warmup():
+    watch = runlog.DivergenceWatch(vocab_size=1024, warmup=100, patience=3)  # uniform: 10 bits
+    # during the warmup a uniform-guess loss is allowed; a good validation resets the count
+    for update, loss in ((50, 11.0), (100, 10.5), (150, 10.2), (200, 10.1), (250, 9.9),
+                         (300, 10.0), (350, 12.0)):
+        assert not watch.feed(valid_line(update, loss)), update
+    assert watch.feed(valid_line(400, "nan"))  # NaN is no better than a guess either
+    assert watch.stopped["status"] == "diverged" and watch.stopped["num_updates"] == 400
+    assert "stopped at update 400" in watch.stopped["reason"]
+    assert "STOP_DIVERGED=3; 0 trains on" in watch.stopped["reason"]
+    never = runlog.DivergenceWatch(vocab_size=1024, warmup=0, patience=0)
+    assert not any(never.feed(valid_line(u, 20.0)) for u in range(1, 20))
+
+
+def test_a_run_that_stays_at_a_uniform_guess_is_stopped_early():
+    """A child that keeps logging hopeless validations is stopped at the third one, long
+    before it would end by itself, and the stop is not taken for a scheduler's signal."""
+    lines = "".join(f"print({valid_line(u, 13.0)!r}, flush=True); time.sleep(0.2); "
+                    for u in (100, 200, 300, 400))
+    child = [sys.executable, "-c", f"import time; {lines}time.sleep(60)"]
+    watch = runlog.DivergenceWatch(vocab_size=1024, warmup=50, patience=3)
+    start = time.time()
+    code, signum = runner.run_forwarding(child, dict(os.environ), [], watch.feed)
+    assert time.time() - start < 20 and code == -signal.SIGTERM and signum is None
+    assert watch.stopped["num_updates"] == 300
+
+
+def test_stop_diverged_is_a_setting_with_a_default():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
+    assert cfg["STOP_DIVERGED"] == "3"
+    off = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "STOP_DIVERGED": "0"},
+                           REPO)
+    assert off.int("STOP_DIVERGED") == 0

@@ -53,6 +53,37 @@ def valid_curve(log_text: str) -> Dict[int, float]:
     return dict(sorted(curve.items()))
 
 
+class DivergenceWatch:
+    """Watches fairseq-train's output as it comes: a run whose validation loss stays at or above
+    a uniform guess (log2 of the vocabulary) for ``patience`` validations in a row after its
+    warmup has diverged, and is better stopped there than trained on (a diverged 1,000-layer
+    run on eight GPUs would burn days). ``feed`` returns True once that happened; ``patience``
+    0 never stops."""
+
+    def __init__(self, vocab_size: int, warmup: int, patience: int):
+        self.uniform, self.warmup, self.patience = math.log2(vocab_size), warmup, patience
+        self.streak = 0
+        self.stopped: Optional[Dict] = None
+
+    def feed(self, line: str) -> bool:
+        loss, updates = VALID_LOSS.search(line), UPDATES.search(line)
+        if not (loss and updates) or self.patience <= 0 or self.stopped:
+            return bool(self.stopped)
+        value, update = _float(loss.group(1)), int(updates.group(1))
+        if update > self.warmup and not (value < self.uniform):
+            self.streak += 1
+        else:
+            self.streak = 0
+        if self.streak >= self.patience:
+            self.stopped = {
+                "status": "diverged", "num_updates": update, "last_valid_loss": value,
+                "reason": f"stopped at update {update}: validation loss >= log2(vocab) = "
+                          f"{self.uniform:.2f} (no better than a uniform guess) at "
+                          f"{self.patience} validations in a row after the warmup "
+                          f"(STOP_DIVERGED={self.patience}; 0 trains on)"}
+        return bool(self.stopped)
+
+
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
              signal: Optional[str] = None) -> Dict:
     """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""

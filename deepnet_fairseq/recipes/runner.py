@@ -66,15 +66,17 @@ def _dies_with_parent(parent: int) -> Callable[[], None]:
 
 
 def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[str]] = None,
-                   echo: Callable[[str], None] = lambda line: None,
+                   echo: Callable[[str], Optional[bool]] = lambda line: None,
                    pass_fds: Tuple[int, ...] = ()) -> Tuple[int, Optional[int]]:
     """Run CMD; with LOGS, append its output to each of them as it comes (not at the end).
 
     SIGTERM / SIGINT / SIGHUP received meanwhile are passed on to CMD's process group (CMD
     runs in its own session, so a terminal's Ctrl-C reaches it once, through here), and what
     still runs KILL_AFTER_S later is killed; if the launcher itself is killed, CMD gets SIGTERM
-    (``_dies_with_parent``). ``pass_fds``: descriptors CMD inherits (the run's lock). Returns
-    (exit code, signal received or None).
+    (``_dies_with_parent``). ``pass_fds``: descriptors CMD inherits (the run's lock). ``echo``
+    sees each line; when it returns True, CMD is stopped (SIGTERM, SIGKILL KILL_AFTER_S later)
+    as if a signal had come, but it is not counted as received. Returns (exit code, signal
+    received or None).
     """
     received: List[int] = []
     proc: List[subprocess.Popen] = []
@@ -86,13 +88,19 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
             except ProcessLookupError:
                 pass
 
-    def forward(signum, _frame):
-        received.append(signum)
+    stopping: List[bool] = []
+
+    def stop(signum):
         kill(signum)
-        if len(received) == 1:
+        if not stopping:
+            stopping.append(True)
             timer = threading.Timer(KILL_AFTER_S, kill, (signal.SIGKILL,))
             timer.daemon = True
             timer.start()
+
+    def forward(signum, _frame):
+        received.append(signum)
+        stop(signum)
 
     # handlers first: a signal that comes while the process starts is passed on, not lost
     previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
@@ -111,7 +119,8 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
                     for out in outs:
                         out.write(line)
                         out.flush()
-                    echo(line.decode("utf-8", "replace"))
+                    if echo(line.decode("utf-8", "replace")) and not stopping:
+                        stop(signal.SIGTERM)
             finally:
                 for out in outs:
                     out.close()
@@ -119,7 +128,7 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if not received and code < 0 and -code in FORWARDED:
+    if not received and not stopping and code < 0 and -code in FORWARDED:
         received.append(-code)  # the processes themselves were signalled (a scheduler)
     return code, (received[0] if received else None)
 
@@ -289,9 +298,13 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         _append(path, header)
     log(cfg, "train", f"{name}: attempt {number}, log {train_log} (live)")
 
+    watch = runlog.DivergenceWatch(_vocab_size(where["BIN"]), cfg.int("WARMUP"),
+                                   cfg.int("STOP_DIVERGED"))
+
     def echo(line):
         if "valid on '" in line:
             print("    " + line.rstrip(), file=sys.stderr, flush=True)
+        return watch.feed(line)
 
     code, signum = run_forwarding(command, env, [attempt_log, train_log], echo,
                                   pass_fds=(lock.fd,))
@@ -303,8 +316,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
                           "the status")
         return 128 + signum if signum else (0 if code == 0 else EXIT["failed"])
     with open(attempt_log, encoding="utf-8", errors="replace") as handle:
-        result = runlog.classify(handle.read(), code, _vocab_size(where["BIN"]),
-                                 cfg.int("WARMUP"), signal.Signals(signum).name if signum else None)
+        result = watch.stopped if watch.stopped and not signum else runlog.classify(
+            handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
+            signal.Signals(signum).name if signum else None)
     write_json(os.path.join(run_dir, "status.json"), {**meta, **result})
     state = result["status"]
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"

@@ -86,6 +86,8 @@ SETTINGS: Dict[str, Setting] = {
     "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]"),
     "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]"),
     "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
+    "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
+                               "better than a uniform guess after the warmup; 0 trains on", "3"),
     "SEED": _s("int", "fairseq --seed", "1"),
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100"),
     "TEMPERATURE": _s("float", "OPUS-100: sampling temperature over pairs"),
