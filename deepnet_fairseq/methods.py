@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 LAYER_NORM_PLACEMENTS = ("post", "pre", "none")
+# The groups of the results tables, in the paper's order (Table 1: Post-LN, No-LN, Pre-LN, then
+# DeepNet), and the methods published after it.
+FAMILIES = ("Post-LN", "No-LN", "Pre-LN", "DeepNet", "after 2022")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Method:
     model_options: its own options, registered on its model.
     training:    the training settings its paper prescribes, as recipe settings (NAME, value);
                  the recipes use them unless the user sets the name.
+    family:      its group in the results tables (``FAMILIES``); default: DeepNet for the
+                 DeepNorm model, else from its LayerNorm placement.
     """
 
     name: str
@@ -67,6 +72,7 @@ class Method:
     options: Tuple[str, ...] = ()
     model_options: Tuple[ModelOption, ...] = ()
     training: Tuple[Tuple[str, str], ...] = ()
+    family: Optional[str] = None
 
     def __post_init__(self):
         if self.layer_norm not in LAYER_NORM_PLACEMENTS:
@@ -80,6 +86,12 @@ class Method:
             object.__setattr__(self, "model", f"{self.name}_transformer")
         if self.arch is None:
             object.__setattr__(self, "arch", f"{self.name}_transformer")
+        if self.family is None:
+            object.__setattr__(self, "family", "DeepNet" if self.model == "deepnet_transformer"
+                               else {"post": "Post-LN", "pre": "Pre-LN",
+                                     "none": "No-LN"}[self.layer_norm])
+        if self.family not in FAMILIES:
+            raise ValueError(f"method {self.name}: family must be one of {FAMILIES}")
 
     @property
     def registers_arch(self) -> bool:
@@ -168,29 +180,29 @@ _DECLARED = (
     Method("subln", "Pre-LN + LN before out_proj (self-attn) and before fc2; v/out/ffn x gamma, "
            "enc sqrt(ln 3M ln 2N / 3), dec sqrt(ln 3M)",
            "Wang et al. 2022 (Magneto, arXiv 2210.06423; microsoft/torchscale subln)", "pre",
-           layers="SubLN"),
+           layers="SubLN", family="after 2022"),
     # x + LN_out(F(LN_in(x))): the output LN is the addition to Pre-LN
     Method("peri_ln", "x + LN(G(LN(x))), final LN", "Kim et al. 2025 (Peri-LN, arXiv 2502.02732)",
-           "pre", layers="PeriLN"),
+           "pre", layers="PeriLN", family="after 2022"),
     # x + F(LN(x) / sqrt(l)), l = 1..N in each stack
     Method("ln_scaling", "x + G(LN(x)/sqrt(l)), l the layer index, final LN",
-           "Sun et al. 2025 (The Curse of Depth, arXiv 2502.05795)", "pre", layers="LNScaling"),
+           "Sun et al. 2025 (The Curse of Depth, arXiv 2502.05795)", "pre", layers="LNScaling", family="after 2022"),
     # DyT(x) = weight * tanh(alpha x) + bias in place of every LayerNorm
     Method("dyt", "Pre-LN, every LN -> w tanh(a x) + b, a = 0.5 learnable",
-           "Zhu et al. 2025 (DyT, arXiv 2503.10622; jiachenzhu/DyT)", "pre", layers="DyT",
+           "Zhu et al. 2025 (DyT, arXiv 2503.10622; jiachenzhu/DyT)", "pre", layers="DyT", family="after 2022",
            model_options=(ModelOption(
                "dyt_alpha_init", 0.5, "DyT's alpha0, the start value of the learnable scalar "
                "in tanh(alpha x) (Zhu et al. 2025; 0.5 is the paper's default)"),)),
     # Post-LN below floor(alpha L), Pre-LN above, per stack
     Method("mix_ln", "LN(x + G(x)) in layers l <= floor(0.25 L), x + G(LN(x)) above, final LN",
-           "Li et al. 2025 (Mix-LN, arXiv 2412.13795)", "pre", layers="MixLN",
+           "Li et al. 2025 (Mix-LN, arXiv 2412.13795)", "pre", layers="MixLN", family="after 2022",
            model_options=(ModelOption(
                "mix_ln_ratio", 0.25, "Mix-LN's alpha in [0, 1): the lowest floor(alpha L) "
                "layers of each stack are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25)"),)),
     # last sub-layer: LN(h + G(h) + x), x the layer's input
     Method("b2t", "Post-LN; the layer input is added again before its last LN",
            "Takase et al. 2023 (B2T connection, arXiv 2206.00330; takase/b2t_connection)",
-           "post", layers="B2T"),
+           "post", layers="B2T", family="after 2022"),
 )
 
 METHODS: Dict[str, Method] = {}

@@ -267,3 +267,56 @@ def test_monitors_log_real_values_with_two_processes(two_process_runs):
         values = {k: float(v) for k, v in record.items() if k.startswith("mon_")}
         assert expected | {"mon_grad", "mon_lnin", "mon_upd"} == set(values), update
         assert all(math.isfinite(v) and v > 0 for v in values.values()), values
+
+
+# --- ZeRO-1 (fairseq's --zero-sharding os: fairscale's OSS shards Adam's state) ------------
+
+ZERO = {"fp32": ["--zero-sharding", "os"],
+        # fairseq refuses ZeRO with fp16's flattened master copy: one master per parameter
+        "fp16": ["--zero-sharding", "os", "--fp16", "--fp16-no-flatten-grads",
+                 "--fp16-init-scale", "128"]}
+
+
+@pytest.fixture(scope="module", params=sorted(ZERO))
+def zero(request, toy_data, tmp_path_factory):
+    """As ``resume``, with ZeRO-1 (and fp16 on CPU, fairseq_train_compat item 3)."""
+    root = tmp_path_factory.mktemp(f"zero-{request.param}")
+
+    def launch(save_dir, max_update, *extra):
+        return torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES,
+                        "--arch", "deepnet_transformer_tiny", "--max-update", max_update,
+                        "--save-dir", save_dir, "--no-epoch-checkpoints",
+                        "--save-interval-updates", "3", *ZERO[request.param], *extra)
+
+    first = launch(root / "ck", 3)
+    resumed = launch(root / "ck", 6)
+    whole = launch(root / "whole", 6, "--no-save")
+    return {"first": first, "resumed": resumed, "whole": whole, "ckpt": root / "ck",
+            "root": root, "precision": request.param}
+
+
+@pytest.mark.slow
+def test_zero1_trains_saves_and_resumes_with_the_uninterrupted_losses(zero):
+    assert "(epoch 1 @ 3 updates)" in zero["resumed"]
+    first, resumed, whole = (by_update(train_inner(zero[k])) for k in ("first", "resumed", "whole"))
+    assert sorted(first) == [1, 2, 3] and sorted(resumed) == [4, 5, 6]
+    for update in range(1, 7):
+        run = first if update <= 3 else resumed
+        assert abs(float(run[update]["loss"]) - float(whole[update]["loss"])) <= 1e-3, update
+    assert [whole[u]["loss"] for u in (4, 5, 6)] != [whole[u]["loss"] for u in (1, 2, 3)]
+
+
+@pytest.mark.slow
+def test_a_zero1_checkpoint_averages_exports_and_decodes(zero, toy_data):
+    root = zero["root"]
+    subprocess.run(["deepnet-average-checkpoints", "--inputs", str(zero["ckpt"]),
+                    "--num-update-checkpoints", "2", "--output", str(root / "avg.pt")],
+                   check=True, capture_output=True)
+    subprocess.run(["deepnet-export", str(root / "avg.pt"), "--output", str(root / "plain.pt")],
+                   check=True, capture_output=True)
+    decoded = subprocess.run(["fairseq-generate", str(toy_data), "--user-dir", USER_DIR,
+                              "--path", str(root / "avg.pt"), "--gen-subset", "test", "--cpu",
+                              "--beam", "2", "--batch-size", "64"],
+                             capture_output=True, text=True, check=True)
+    hypotheses = [line for line in decoded.stdout.splitlines() if line.startswith("H-")]
+    assert len(hypotheses) == 40  # every test sentence of the toy corpus

@@ -219,3 +219,21 @@ def test_opus_fit_recovers_a_log_law(tmp_path):
     assert "| model | layers | X->En | En->X | Avg |" in table
     assert "deepnet: BLEU(d) = 1.50" in table and " ln d + 2" in table
     assert "(paper 31.1)" in table and "post_ln-100L-100L: diverged" in table
+
+
+def test_a_table_of_many_methods_is_grouped_as_the_paper_groups_them():
+    def row(label, bleu, share=0.99, status="ok"):
+        return {"dataset": "wmt17", "run": f"{label}-6L-6L", "method": label, "label": label,
+                "encoder_layers": 6, "decoder_layers": 6, "layers": 12, "status": status,
+                "bleu": bleu, "sacrebleu": bleu, "tok_bleu": bleu, "paper_bleu": "",
+                "distinct_share": share, "reason": "", "signature": ""}
+
+    rows = [row("subln", 11.0), row("deepnet", 11.5), row("pre_ln", 11.8), row("rezero", 5.5),
+            row("admin", 2.6, share=0.03), row("post_ln", "", status="diverged")]
+    table = report.markdown("wmt17", rows)
+    order = [line for line in table.splitlines() if line.startswith("| **")]
+    assert order == ["| **Post-LN** | |", "| **No-LN** | |", "| **Pre-LN** | |",
+                     "| **DeepNet** | |", "| **after 2022** | |"]
+    assert "| admin | 2.6 (ignores its source) |" in table
+    assert "| post_ln | diverged |" in table
+    assert table.index("| post_ln |") < table.index("| rezero |") < table.index("| subln |")

@@ -105,9 +105,35 @@ def fits(rows: List[Dict]) -> Dict[str, tuple]:
 
 
 def _cell(row: Optional[Dict]) -> str:
+    """A table cell: the BLEU of an ok run (marked when the model ignores its source), or the
+    status of one that did not finish (diverged, failed)."""
     if row is None:
         return ""
-    return f"{row['bleu']}" if row["status"] == "ok" else row["status"]
+    if row["status"] != "ok":
+        return row["status"]
+    ignoring = row["distinct_share"] != "" and ignores_source(row)
+    return f"{row['bleu']}" + (" (ignores its source)" if ignoring else "")
+
+
+def family(label: str) -> str:
+    """The results-table group of a run's method (methods.FAMILIES), "other" if unknown."""
+    from .. import methods
+
+    try:
+        return methods.get(label.split(" ")[0]).family
+    except ValueError:
+        return "other"
+
+
+def grouped(labels):
+    """(group, labels) in the paper's order of groups, labels sorted within each."""
+    from ..methods import FAMILIES
+
+    order = {name: i for i, name in enumerate(FAMILIES)}
+    groups: Dict[str, list] = {}
+    for label in sorted(labels):
+        groups.setdefault(family(label), []).append(label)
+    return sorted(groups.items(), key=lambda item: order.get(item[0], len(order)))
 
 
 def _paper(value) -> str:
@@ -140,12 +166,15 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
         index = {(r["label"], r["encoder_layers"], r["decoder_layers"]): r for r in rows}
         out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
         out.append("|---|" + "---|" * len(depths))
-        for label in labels:
-            cells = []
-            for n, m in depths:
-                row = index.get((label, n, m))
-                cells.append(_cell(row) + (_paper(row["paper_bleu"]) if row else ""))
-            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        for group, members in grouped(labels):
+            if len(labels) > 3:  # a few rows read without headings
+                out.append(f"| **{group}** |" + " |" * len(depths))
+            for label in members:
+                cells = []
+                for n, m in depths:
+                    row = index.get((label, n, m))
+                    cells.append(_cell(row) + (_paper(row["paper_bleu"]) if row else ""))
+                out.append(f"| {label} | " + " | ".join(cells) + " |")
         if MAIN_METRIC[dataset] != "sacrebleu":
             out.append("\nDetokenised sacreBLEU of the same runs:\n")
             out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
