@@ -5,6 +5,7 @@ corpus cases are in test_hostile_checkpoints.py and test_hostile_data.py."""
 import json
 import re
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -239,9 +240,11 @@ def test_quickstart_leaves_a_directory_it_did_not_create_alone(tmp_path, capsys,
     (mine / "notes.txt").write_text("x")
     monkeypatch.setenv("SIZE", "smoke")
     monkeypatch.setenv("QUICKSTART_DIR", str(mine))
+    handler_before = signal.getsignal(signal.SIGTERM)
     assert quickstart.main([]) == 1
     assert "the quickstart did not create it" in capsys.readouterr().err
     assert os.listdir(mine) == ["notes.txt"]
+    assert signal.getsignal(signal.SIGTERM) == handler_before  # the caller's handler is back
 
 
 def test_quickstart_progress_line_has_update_validation_and_eta():

@@ -429,8 +429,8 @@ def main(argv=None) -> int:
     # imports it; nothing a quickstart user can act on (fairseq's own logs keep it)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"fairscale\.")
     # in-process steps end through their cleanup (temporaries removed) on these signals too
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_interrupted)
+    previous = {signum: signal.signal(signum, _raise_interrupted)
+                for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
         for tool in ("fairseq-preprocess", "fairseq-train", "fairseq-generate"):
             if shutil.which(tool) is None:
@@ -447,6 +447,9 @@ def main(argv=None) -> int:
         print(f"quickstart stopped by {signal.Signals(signum).name}; run it again to resume",
               file=sys.stderr)
         return 128 + signum
+    finally:  # a caller in the same process (a test, a notebook) gets its own handlers back
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return 0
 
 
