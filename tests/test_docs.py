@@ -120,6 +120,8 @@ DOC_COMMANDS = [
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
     (r"python -m deepnet_fairseq\.recipes\.curves( .*)?",
      "tests/test_recipes_e2e.py::test_wmt17_sweep_with_forced_divergence"),
+    (r"python -m deepnet_fairseq\.recipes\.presets > docs/presets\.md",
+     "tests/test_launch.py::test_docs_presets_md_is_the_presets_as_they_are"),
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",
      "tests/test_attribution.py::test_figure5_script_runs_a_row_and_refuses_an_unknown_one"),
 ]
@@ -276,7 +278,7 @@ def prose_paragraphs(text):
 
 
 # Hand-written prose: the README, the docs and the notes of committed results
-PROSE = DOCS + ["configs/README.md"] + sorted(
+PROSE = DOCS + sorted(
     os.path.relpath(os.path.join(root, name), REPO)
     for root, _, names in os.walk(os.path.join(REPO, "results")) for name in names
     if name == "README.md")

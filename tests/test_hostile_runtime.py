@@ -310,13 +310,14 @@ def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
     out = tmp_path / "qs"
     env = dict(os.environ, SIZE="smoke", QUICKSTART_DIR=str(out), QUICKSTART_UPDATES="60")
     script = os.path.join(REPO, "scripts", "quickstart.sh")
-    first = subprocess.Popen(["bash", script], env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    output = open(tmp_path / "first.log", "wb")
+    first = subprocess.Popen(["bash", script], env=env, stdout=output, stderr=output)
     last = out / "checkpoints" / "checkpoint_last.pt"
     deadline = time.time() + 300
     while time.time() < deadline and not last.exists() and first.poll() is None:
         time.sleep(0.5)
-    assert last.exists(), "no checkpoint before the kill"
+    assert last.exists(), ("no checkpoint before the kill (exit status "
+                           f"{first.poll()}):\n{(tmp_path / 'first.log').read_text()[-3000:]}")
     trainers = [pid for pid in _all_pids() if str(out) in _cmdline(pid) and pid != first.pid]
     first.kill()
     first.wait()

@@ -3,7 +3,6 @@ pure functions given an environment dict, so every layout is checked on a CPU ma
 scheduler, plus a real child process for live logs and signals. No training here."""
 
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -13,7 +12,7 @@ import pytest
 
 from conftest import REPO
 from deepnet_fairseq.corpora import multi30k_dir
-from deepnet_fairseq.recipes import launch, runlog, runner, settings, workdir
+from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings, workdir
 from deepnet_fairseq.recipes.devices import count_gpus
 from deepnet_fairseq.recipes.settings import SettingError
 
@@ -177,16 +176,16 @@ def test_impossible_layouts_are_clear_errors(env, message):
 
 # ---- settings -------------------------------------------------------------------------------
 
-def test_environment_over_configs_and_prefix_over_bare_name():
+def test_environment_over_presets_and_prefix_over_bare_name():
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu"}, REPO)
-    assert (cfg["LR"], cfg.sources["LR"]) == ("1.5e-3", "configs/wmt17.sh")
+    assert (cfg["LR"], cfg.sources["LR"]) == ("1.5e-3", "dataset wmt17 [admin-torch]")
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "LR": "1e-3"}, REPO)
     assert (cfg["LR"], cfg.sources["LR"]) == ("1e-3", "environment LR")
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "LR": "1e-3", "DEEPNET_LR": "2e-3"}, REPO)
     assert (cfg["LR"], cfg.sources["LR"]) == ("2e-3", "environment DEEPNET_LR")
-    # smoke.sh comes before the dataset's file
+    # the size comes before the dataset
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
-    assert cfg["LR"] == "0.002" and cfg.sources["LR"] == "configs/smoke.sh"
+    assert cfg["LR"] == "0.002" and cfg.sources["LR"] == "size smoke [chosen]"
 
 
 def test_work_is_read_only_with_its_prefix():
@@ -207,9 +206,9 @@ def test_work_is_read_only_with_its_prefix():
     ({"LAYERS": "-1"}, "expected a whole number"),
     ({"DEVICE": "gpu"}, "expected one of auto, cuda, cpu"),
     ({"ADAM_BETAS": "0.9,0.98"}, r"as \(0.9, 0.98\)"),
-    ({"MODEL": "huge"}, "no configs/model/huge.sh"),
-    ({"SIZE": "tiny"}, "no configs/tiny.sh"),
-    ({"SIZE": "../smoke"}, "expected full, or the name of a configs/<SIZE>.sh"),
+    ({"MODEL": "huge"}, "MODEL=huge: one of base, iwslt, tiny"),
+    ({"SIZE": "tiny"}, "SIZE=tiny: one of mini, smoke or full"),
+    ({"SIZE": "../smoke"}, "SIZE=../smoke: one of mini, smoke or full"),
 ])
 def test_typos_and_bad_values_are_reported(env, message):
     with pytest.raises(SettingError, match=message):
@@ -223,36 +222,31 @@ def test_common_system_variables_are_not_typos():
     settings.resolve("wmt17", env, REPO)
 
 
-def test_size_reads_configs_size_sh_and_fails_clearly_without_it(tmp_path):
-    shutil.copytree(os.path.join(REPO, "configs"), tmp_path / "configs")
-    (tmp_path / "configs" / "mini.sh").unlink(missing_ok=True)
-    with pytest.raises(SettingError, match="SIZE=mini: no configs/mini.sh"):
-        settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "mini"}, str(tmp_path))
-    (tmp_path / "configs" / "mini.sh").write_text(
-        '# shellcheck shell=bash\n: "${MAX_UPDATE:=1234}"  # [chosen] a test value\n')
+def test_an_installed_copy_needs_no_checkout(tmp_path):
+    """The presets are in the package: resolving from a directory with nothing in it works,
+    and the runs go there."""
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "mini"}, str(tmp_path))
-    assert (cfg["MAX_UPDATE"], cfg.sources["MAX_UPDATE"]) == ("1234", "configs/mini.sh")
+    assert (cfg["MAX_UPDATE"], cfg.sources["MAX_UPDATE"]) == ("1000", "size mini [chosen]")
     assert cfg["WORK"] == str(tmp_path / "runs" / "wmt17-mini")
 
 
-def test_config_files_are_parsed_strictly(tmp_path):
-    path = tmp_path / "bad.sh"
-    path.write_text('# comment\n: "${LR:=1e-3}"  # [chosen]\nLR=2e-3\n')
-    with pytest.raises(SettingError, match="bad.sh:3: expected a line"):
-        settings.read_config(str(path))
-    path.write_text(': "${LAYER:=6}"\n')
-    with pytest.raises(SettingError, match="LAYER is not a recipe setting"):
-        settings.read_config(str(path))
-    path.write_text(': "${LR:=$OTHER}"\n')  # no expansions: values are plain text
-    with pytest.raises(SettingError, match="expected a line"):
-        settings.read_config(str(path))
+@pytest.mark.parametrize("preset", presets.ALL, ids=lambda p: f"{p.kind}-{p.name}")
+def test_every_preset_value_is_a_valid_setting_with_a_tag_and_a_reason(preset):
+    for name, value in preset.values.items():
+        assert name in settings.SETTINGS, f"{preset.kind} {preset.name}: {name}"
+        settings._check(name, value.value, preset.source(name))  # raises on a bad value
+        assert value.tag in (presets.PAPER, presets.ADMIN, presets.CHOSEN) and value.why
 
 
-def test_every_shipped_config_file_reads():
-    for root, _, names in os.walk(os.path.join(REPO, "configs")):
-        for name in names:
-            if name.endswith(".sh"):
-                assert settings.read_config(os.path.join(root, name))
+def test_the_paper_values_of_table_1_are_tagged_paper():
+    """Hand-copied from the paper (Table 1, section 5.1): 512-2048-8, En->De, 6 to 100 layers
+    per side; and fp16 on GPU."""
+    expected = {("model", "base"): {"EMBED_DIM": "512", "FFN_DIM": "2048", "HEADS": "8"},
+                ("dataset", "wmt17"): {"SRC": "en", "TGT": "de", "DEPTHS": "6 18 50 100"},
+                ("machine", "cuda"): {"PRECISION": "fp16"}}
+    for preset in presets.ALL:
+        for name, value in expected.get((preset.kind, preset.name), {}).items():
+            assert (preset.values[name].value, preset.values[name].tag) == (value, presets.PAPER)
 
 
 def test_multi30k_source_needs_no_other_setting():
@@ -275,27 +269,19 @@ def test_wmt17_defaults_are_the_papers_setting_from_admin_torch():
     assert {name: cfg[name] for name in expected} == expected
     for name in expected:
         if name != "PRECISION":
-            assert cfg.sources[name] == "configs/wmt17.sh"
+            assert cfg.sources[name] == "dataset wmt17 [admin-torch]"
     assert option(cmd, "--lr-scheduler") == "inverse_sqrt"
     assert option(cmd, "--warmup-init-lr") == "1e-7" and option(cmd, "--fp16-scale-window") == "256"
     # 8 GPUs x 4,096 tokens x update-freq 16 = 128 x 4,096
     assert layout.tokens_per_update == 128 * 4096
-    text = open(os.path.join(REPO, "configs", "wmt17.sh")).read()
-    assert "FAILS with a regular 8 x 4,096-token batch" in text
+    assert "FAILS with a regular 8 x 4,096-token batch" in presets.WMT17.about
 
 
-def test_shell_assignments_round_trip_through_bash(tmp_path):
-    import subprocess
+def test_docs_presets_md_is_the_presets_as_they_are():
+    """docs/presets.md is generated: python -m deepnet_fairseq.recipes.presets > docs/presets.md"""
+    assert open(os.path.join(REPO, "docs", "presets.md"), encoding="utf-8").read() == \
+        presets.markdown()
 
-    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "it's here")},
-                           REPO)
-    script = launch.shell_assignments(cfg) + 'printf "%s\\n" "$ADAM_BETAS" "$BIN" "$MARKER"\n'
-    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["(0.9, 0.98)", str(tmp_path / "it's here" / "data" / "bin"),
-                                workdir.MARKER]
-
-
-# ---- directories the recipes may delete -----------------------------------------------------
 
 def test_only_directories_the_recipes_created_are_deleted(tmp_path):
     mine = workdir.make_dirs(str(tmp_path / "work" / "data"))

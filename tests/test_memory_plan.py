@@ -148,7 +148,7 @@ def _layout(env, dataset="opus100"):
 CUDA8 = {"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "GPU_MEMORY_GB": "80"}
 
 
-@pytest.mark.parametrize("layers", [6, 12, 24, 50, 100, 250, 500])  # configs/opus100.sh DEPTHS
+@pytest.mark.parametrize("layers", [6, 12, 24, 50, 100, 250, 500])  # the opus100 preset's DEPTHS
 def test_opus100_sweep_plans_every_depth_on_8x80(layers):
     cfg, layout, command = _layout({**CUDA8, "LAYERS": str(layers)})
     assert str(layers) in cfg["DEPTHS"].split()

@@ -16,34 +16,21 @@ recipes created are ever deleted), and a failed step leaves nothing behind:
 """
 
 import argparse
-import contextlib
 import os
 import sys
 
 from .. import spm
 from .clean import clean
-from .workdir import NotOurs, fresh, publish, remove_tree
+from .workdir import NotOurs, building, publish
 
 SPLITS = ("train", "valid", "test")
-
-
-@contextlib.contextmanager
-def _step(directory: str):
-    """DIRECTORY.tmp, empty, for a step to fill; removed if the step fails (an error or an
-    interrupt), so that no half-written step remains beside the published ones."""
-    tmp = fresh(directory + ".tmp")
-    try:
-        yield tmp
-    except BaseException:
-        remove_tree(tmp)
-        raise
 
 
 def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float,
             encoding: str = "utf-8"):
     raw, cleaned, pieces = (os.path.join(data, d) for d in ("raw", "clean", "spm"))
     if not os.path.exists(os.path.join(cleaned, ".done")):
-        with _step(cleaned) as tmp:
+        with building(cleaned) as tmp:
             for pair in pairs:
                 src, tgt = pair.split("-")
                 for split in SPLITS:
@@ -61,7 +48,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
         print(f"sentencepiece: vocabulary {vocab} over {len(inputs)} files", file=sys.stderr)
         spm.train(inputs, os.path.join(data, "spm"), vocab, max_sentences=spm_sentences)
     if not os.path.exists(os.path.join(pieces, ".done")):
-        with _step(pieces) as tmp:
+        with building(pieces) as tmp:
             for pair in pairs:
                 for split in SPLITS:
                     for lang in pair.split("-"):

@@ -29,7 +29,6 @@ Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a 
 
 import math
 import os
-import shlex
 import sys
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional
@@ -37,7 +36,6 @@ from typing import Callable, List, Mapping, Optional
 from .devices import count_gpus
 from .memory import MemoryPlanError, Plan, plan as memory_plan
 from .settings import PREFIX, SettingError, Settings
-from .workdir import MARKER
 
 
 @dataclass
@@ -318,15 +316,9 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
             "--references", where["RAW"], *score, "--", *generate, *task]
 
 
-def shell_assignments(cfg: Settings) -> str:
-    """The settings and paths as bash assignments, for prepare.sh to eval."""
-    values = {**cfg.values, **paths(cfg), "MARKER": MARKER}
-    return "".join(f"{name}={shlex.quote(value)}\n" for name, value in sorted(values.items()))
-
-
 def print_settings(cfg: Settings, step: str, out=sys.stderr) -> None:
     print(f"[{cfg.dataset}/{step}] settings ({PREFIX}<NAME> or <NAME> in the environment win "
-          f"over configs/):\n{cfg.describe()}", file=out)
+          f"over the presets):\n{cfg.describe()}", file=out)
 
 
 # ---- command line ---------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from typing import Dict, List, Mapping, Optional
 
 from . import write_atomically, write_json
 from .runlog import UPDATES, VALID_LOSS
+from .runner import Interrupted, signals_interrupt
 from .workdir import MARKER, Busy, NotOurs, RunLock, describe_os_error, is_ours, make_dirs
 
 SPLITS = {"train": "train", "valid": "val", "test": "test_2016_flickr"}  # ours: Multi30k's
@@ -279,12 +280,6 @@ class Progress:
             self.print()
 
 
-class Interrupted(Exception):
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
 def train(cfg: Settings, lock: RunLock) -> None:
     from .runner import _stale_temporaries, repair_last_checkpoint, run_forwarding
 
@@ -417,10 +412,6 @@ def run(cfg: Settings) -> Dict:
     return result
 
 
-def _raise_interrupted(signum, _frame):
-    raise Interrupted(signum)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="bash scripts/quickstart.sh", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -428,14 +419,13 @@ def main(argv=None) -> int:
     # fairscale (installed for ZeRO) warns about torch's deprecated AMP decorators when fairseq
     # imports it; nothing a quickstart user can act on (fairseq's own logs keep it)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"fairscale\.")
-    # in-process steps end through their cleanup (temporaries removed) on these signals too
-    previous = {signum: signal.signal(signum, _raise_interrupted)
-                for signum in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        for tool in ("fairseq-preprocess", "fairseq-train", "fairseq-generate"):
-            if shutil.which(tool) is None:
-                raise QuickstartError(f"{tool} not found on PATH; run: bash scripts/install.sh")
-        run(read_settings(os.environ))
+        with signals_interrupt():  # in-process steps end through their cleanup on these too
+            for tool in ("fairseq-preprocess", "fairseq-train", "fairseq-generate"):
+                if shutil.which(tool) is None:
+                    raise QuickstartError(f"{tool} not found on PATH; run: bash "
+                                          "scripts/install.sh")
+            run(read_settings(os.environ))
     except (QuickstartError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2 if isinstance(err, BadSetting) else 1
@@ -447,9 +437,6 @@ def main(argv=None) -> int:
         print(f"quickstart stopped by {signal.Signals(signum).name}; run it again to resume",
               file=sys.stderr)
         return 128 + signum
-    finally:  # a caller in the same process (a test, a notebook) gets its own handlers back
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     return 0
 
 

@@ -16,6 +16,7 @@ The next launch of a run that is not ok or diverged resumes from ``checkpoint_la
 interruption, a corrupt file -- is first replaced by the newest readable update checkpoint); ``RETRY=1`` trains a finished run again.
 """
 
+import contextlib
 import ctypes
 import datetime
 import json
@@ -63,6 +64,31 @@ def _dies_with_parent(parent: int) -> Callable[[], None]:
         if os.getppid() != parent:  # the launcher died before prctl took effect
             os.kill(os.getpid(), signal.SIGTERM)
     return preexec
+
+
+class Interrupted(Exception):
+    """A signal (SIGTERM, SIGHUP) turned into an exception, so that in-process steps end
+    through their cleanup (temporaries removed) as they do on Ctrl-C."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_interrupt():
+    """SIGTERM and SIGHUP raise Interrupted inside the block; the caller's handlers come back
+    after it (a test, a notebook calling in)."""
+    def interrupt(signum, _frame):
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, interrupt)
+                for signum in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[str]] = None,
@@ -204,14 +230,6 @@ def _vocab_size(bin_dir: str) -> int:
 
 
 # ---- steps ----------------------------------------------------------------------------------
-
-def start_prepare(cfg: Settings) -> None:
-    """prepare.sh's start: the work and data directories (marked as ours), config.json."""
-    where = paths(cfg)
-    make_dirs(where["DATA_DIR"])
-    write_json(os.path.join(where["DATA_DIR"], "config.json"),
-               {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
-
 
 def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     where = paths(cfg)

@@ -1,4 +1,4 @@
-"""The recipes' settings: one list of known names, read from configs/ and the environment.
+"""The recipes' settings: one list of known names, read from the presets and the environment.
 
 Where a value comes from, first match wins:
 
@@ -7,17 +7,14 @@ Where a value comes from, first match wins:
    several HPC systems predefine, and ``PYTHON``): those are read only as ``DEEPNET_WORK`` /
    ``DEEPNET_PYTHON``;
 3. the training settings of the method's declaration (``methods``: T-Fixup's warmup);
-4. the config files, in this order: ``configs/$SIZE.sh`` (SIZE other than full), the
-   dataset's ``configs/<dataset>.sh``, ``configs/model/$MODEL.sh``, ``configs/machine/$DEVICE.sh``;
+4. the presets (``presets.py``), in this order: the size (SIZE other than full), the dataset,
+   the model width (MODEL), the machine (DEVICE);
 5. the default below, or a value derived from other settings (``ENC_LAYERS`` from ``LAYERS``).
 
 Every value is checked (numbers are numbers, choices are among the choices). A variable that
 is not a setting but looks like one is an error, not ignored: any unknown ``DEEPNET_*`` name,
 and a bare name close to a setting's name (``LAYER=18``, ``METHDO``), except the common
 system variables in ``NOT_SETTINGS``.
-
-Config files hold only lines ``: "${NAME:=value}"  # [tag] why`` (valid bash, read here by a
-strict parser: anything else in them is an error).
 """
 
 import difflib
@@ -27,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from . import presets
 from .devices import count_gpus
 
 PREFIX = "DEEPNET_"
@@ -49,15 +47,15 @@ def _s(kind, help, default=None, prefix_only=False):
     return Setting(kind, help, default, prefix_only)
 
 
-# Every name the recipes read. Defaults of dataset/model/machine values live in configs/.
+# Every name the recipes read. Defaults of dataset/size/model/machine values: presets.py.
 SETTINGS: Dict[str, Setting] = {
     # what to run, where
-    "SIZE": _s("text", "full, or the name of a configs/<SIZE>.sh (smoke, mini)", "full"),
+    "SIZE": _s("text", "full, mini or smoke (presets.SIZES)", "full"),
     "DEVICE": _s("auto|cuda|cpu", "auto: cuda when a GPU is visible", "auto"),
     "WORK": _s("path", "output directory [runs/<dataset>, runs/<dataset>-<SIZE>]",
                prefix_only=True),
     "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True),
-    "MODEL": _s("text", "a width in configs/model/"),
+    "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
     # data
     "SOURCE": _s("download|local|multi30k", "where prepare.sh takes text from", "download"),
     "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]"),
@@ -180,10 +178,6 @@ class Settings:
     def flag(self, name: str) -> bool:
         return self[name] == "1"
 
-    @property
-    def files(self) -> List[str]:
-        return [s for s in dict.fromkeys(self.sources.values()) if s.startswith("configs/")]
-
     def set(self, name: str, value: str, source: str) -> None:
         self.values[name] = _check(name, value, source)
         self.sources[name] = source
@@ -227,32 +221,6 @@ def _check(name: str, value: str, source: str) -> str:
     return value
 
 
-# ---- config files ---------------------------------------------------------------------------
-
-_LINE = re.compile(r':\s+"\$\{([A-Z][A-Z0-9_]*):=([^"$`\\]*)\}"\s*(#.*)?')
-
-
-def read_config(path: str) -> Dict[str, str]:
-    """NAME -> value of a configs/*.sh file; any other line (but comments) is an error."""
-    values: Dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            match = _LINE.fullmatch(line)
-            where = f"{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)}:{number}"
-            if not match:
-                raise SettingError(f'{where}: expected a line : "${{NAME:=value}}"  # comment, '
-                                   f"got {line!r}")
-            name, value = match.group(1), match.group(2)
-            if name not in SETTINGS:
-                raise SettingError(f"{where}: {name} is not a recipe setting"
-                                   + _suggest(name))
-            values.setdefault(name, value)  # first assignment wins, as in bash
-    return values
-
-
 # ---- the environment ------------------------------------------------------------------------
 
 def _suggest(name: str) -> str:
@@ -292,7 +260,8 @@ def from_env(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
 
 def resolve(dataset: str, env: Mapping[str, str], repo: str,
             probe: Optional[Callable[[], int]] = None) -> Settings:
-    """Every setting of DATASET from ENV and REPO/configs (see the module docstring).
+    """Every setting of DATASET from ENV and the presets (see the module docstring); REPO is
+    where ``runs/`` goes unless ``DEEPNET_WORK`` says.
 
     ``probe`` counts GPUs when DEVICE=auto and no variable says (devices.count_gpus).
     """
@@ -325,29 +294,23 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
         if cfg["DEVICE"] == "auto":
             cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
 
-    size = cfg["SIZE"]
-    if not re.fullmatch(r"[a-z0-9_-]+", size):
-        raise SettingError(f"SIZE={size!r}: expected full, or the name of a configs/<SIZE>.sh")
-    _method_training(cfg)
-    files = [] if size == "full" else [f"configs/{size}.sh"]
-    if files and not os.path.isfile(os.path.join(repo, files[0])):
-        raise SettingError(f"SIZE={size}: no {files[0]} in {repo} (SIZE is full, or the name of "
-                           "a file configs/<SIZE>.sh such as smoke)")
-    files.append(f"configs/{dataset}.sh")
-
-    def load(relative):
-        for name, value in read_config(os.path.join(repo, relative)).items():
+    def load(preset):
+        for name, value in preset.values.items():
             if name not in cfg:
-                cfg.set(name, value, relative)
+                cfg.set(name, value.value, preset.source(name))
 
-    for relative in files:
-        load(relative)
-    model = f"configs/model/{cfg['MODEL']}.sh"
-    if not os.path.isfile(os.path.join(repo, model)):
-        widths = sorted(os.listdir(os.path.join(repo, "configs", "model")))
-        raise SettingError(f"MODEL={cfg['MODEL']}: no {model} (one of {', '.join(widths)})")
-    load(model)
-    load(f"configs/machine/{cfg['DEVICE']}.sh")
+    def choose(table, setting):
+        if cfg[setting] not in table:
+            raise SettingError(f"{setting}={cfg[setting]}: one of {', '.join(table)}"
+                               + (" or full" if setting == "SIZE" else ""))
+        return table[cfg[setting]]
+
+    _method_training(cfg)
+    if cfg["SIZE"] != "full":
+        load(choose(presets.SIZES, "SIZE"))
+    load(presets.DATASETS[dataset])
+    load(choose(presets.MODELS, "MODEL"))
+    load(presets.MACHINES[cfg["DEVICE"]])
     for name in SETTINGS:
         default(name)
     _derive(cfg, env)

@@ -3,11 +3,9 @@
 Each directory a recipe creates gets a marker file (``MARKER``) at creation. Deleting or
 replacing a directory is refused unless it holds that marker, so a mistyped ``DEEPNET_WORK``
 (``$HOME``, a shared data folder) can never lose data the recipes did not write.
-
-The shell side of the recipes (scripts/lib/recipe.sh: ``fresh_dir``, ``publish_dir``) applies
-the same rule with the marker name it gets from ``launch.py``.
 """
 
+import contextlib
 import os
 import shutil
 
@@ -54,6 +52,18 @@ def fresh(path: str) -> str:
     """An empty directory PATH, created by the recipes (an old one of theirs is deleted)."""
     remove_tree(path)
     return make_dirs(path)
+
+
+@contextlib.contextmanager
+def building(path: str):
+    """PATH.tmp, empty, for a step to fill and publish; removed if the step fails (an error or
+    an interrupt), so that no half-written step remains beside the published ones."""
+    tmp = fresh(path + ".tmp")
+    try:
+        yield tmp
+    except BaseException:
+        remove_tree(tmp)
+        raise
 
 
 def publish(tmp: str, path: str) -> None:

@@ -6,7 +6,7 @@
 #
 # Hardware: one GPU (or CPU at smoke size). Time (estimated): a few minutes per model. Output:
 # $DEEPNET_WORK/runs/<run>/eval/{eval.json, generate-test.txt}.
-# Environment: as for scripts/wmt17/evaluate.sh (see its --help); defaults in configs/iwslt14.sh.
+# Environment: as for scripts/wmt17/evaluate.sh (see its --help); defaults: the iwslt14 preset (docs/presets.md).
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"

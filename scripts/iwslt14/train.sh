@@ -10,7 +10,7 @@
 # 10L-10L ~1.5 h, 20L-20L ~3 h, 50L-50L ~6 h, 100L-100L ~12 h.
 # Resumes from checkpoint_last.pt when restarted. Exit status 0 ok, 3 diverged, 1 failed.
 #
-# Environment: as for scripts/wmt17/train.sh (see its --help); defaults in configs/iwslt14.sh.
+# Environment: as for scripts/wmt17/train.sh (see its --help); defaults: the iwslt14 preset (docs/presets.md).
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"

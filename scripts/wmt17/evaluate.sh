@@ -10,7 +10,7 @@
 # generate-test.txt}; it appears only when complete. Re-running is a no-op unless the
 # checkpoints changed. --dry-run prints the settings and the command.
 #
-# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in configs/wmt17.sh):
+# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest: docs/presets.md):
 #   METHOD, LAYERS / ENC_LAYERS / DEC_LAYERS, RUN_NAME   which run   [deepnet, 6]
 #   SIZE, DEEPNET_WORK, DEVICE, PRECISION                as for train.sh
 #   AVERAGE_LAST  update checkpoints averaged                     [5]

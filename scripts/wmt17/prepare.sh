@@ -12,9 +12,9 @@
 # dominate). Smoke size: under a minute. Re-running skips finished steps; an interrupted
 # download resumes; every step writes to a temporary name and renames when complete.
 #
-# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in configs/wmt17.sh,
-# configs/<SIZE>.sh; docs/recipes.md; --dry-run prints the settings and stops):
-#   SIZE          full, or a configs/<SIZE>.sh: smoke, mini     [full]
+# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in the
+# presets, docs/presets.md; docs/recipes.md; --dry-run prints the settings and stops):
+#   SIZE          full, mini or smoke                           [full]
 #   DEEPNET_WORK  output directory (never bare WORK)            [runs/wmt17 or runs/wmt17-<SIZE>]
 #   SOURCE        download | local | multi30k (shipped in deepnet_fairseq/corpora) [download]
 #   DOWNLOAD_DIR  where archives are kept (put already-downloaded ones here) [$DEEPNET_WORK/download]
@@ -27,39 +27,4 @@
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/recipe.sh"
-recipe_init wmt17 prepare "$@"
-need_tools fairseq-preprocess
-
-PAIR=$SRC-$TGT
-if [[ ! -f "$RAW/.done" ]]; then
-  fresh_dir "$RAW.tmp"
-  case "$SOURCE" in
-    local|multi30k) local_bilingual "$RAW.tmp" ;;
-    download)
-      need_tools sacrebleu
-      fetch http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz "$DOWNLOAD_DIR/training-parallel-europarl-v7.tgz"
-      fetch http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz "$DOWNLOAD_DIR/training-parallel-commoncrawl.tgz"
-      fetch http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz "$DOWNLOAD_DIR/training-parallel-nc-v12.tgz"
-      fetch http://data.statmt.org/wmt17/translation-task/rapid2016.tgz "$DOWNLOAD_DIR/rapid2016.tgz"
-      for archive in training-parallel-europarl-v7 training-parallel-commoncrawl training-parallel-nc-v12 rapid2016; do
-        extract "$DOWNLOAD_DIR/$archive.tgz" "$DOWNLOAD_DIR/$archive"
-      done
-      for lang in "$SRC" "$TGT"; do
-        files=()
-        for corpus in europarl-v7.de-en commoncrawl.de-en news-commentary-v12.de-en rapid2016.de-en; do
-          found=$(find "$DOWNLOAD_DIR" -name "$corpus.$lang" -type f | head -n 1)
-          [[ -n "$found" ]] || die "$corpus.$lang not found in the archives under $DOWNLOAD_DIR"
-          files+=("$found")
-        done
-        cat "${files[@]}" | read_text /dev/stdin "$TRAIN_LINES" > "$RAW.tmp/train.$PAIR.$lang"
-        side=$([[ $lang == "$SRC" ]] && echo src || echo ref)
-        # dev and test sets through sacrebleu, which checks its downloads against checksums
-        sacrebleu -t wmt16 -l "$PAIR" --echo "$side" | read_text /dev/stdin "$VALID_LINES" > "$RAW.tmp/valid.$PAIR.$lang"
-        sacrebleu -t wmt17 -l "$PAIR" --echo "$side" | read_text /dev/stdin "$TEST_LINES" > "$RAW.tmp/test.$PAIR.$lang"
-      done ;;
-  esac
-  publish_raw "$PAIR"
-  log "raw text: $(wc -l < "$RAW/train.$PAIR.$SRC") train, $(wc -l < "$RAW/valid.$PAIR.$SRC") valid, $(wc -l < "$RAW/test.$PAIR.$SRC") test pairs"
-fi
-prepare_bilingual
-log "done: $BIN"
+recipe_exec wmt17 prepare "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Train one model of the paper's Table 1 (WMT-17 En-De; Wang et al. 2022, DeepNet): METHOD at
 # ENC_LAYERS-DEC_LAYERS, Transformer-base width, on the data of prepare.sh, at the paper's
-# training setting (configs/wmt17.sh: 128 x 4,096 tokens per update, lr 1.5e-3, dropout 0.4).
+# training setting (the wmt17 preset: 128 x 4,096 tokens per update, lr 1.5e-3, dropout 0.4).
 #
 #   METHOD=deepnet LAYERS=18 bash scripts/wmt17/train.sh          # all GPUs of this node
 #   LAYERS=100 bash scripts/wmt17/train.sh --dry-run              # print settings and command
@@ -20,8 +20,8 @@
 # Exit status: 0 ok, 3 diverged, 1 failed, 128+N interrupted by signal N (SIGTERM from a
 # scheduler's time limit: run the same command again to resume); status.json says which/why.
 #
-# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in configs/wmt17.sh,
-# configs/model/*.sh, configs/machine/{cuda,cpu}.sh; docs/recipes.md):
+# Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in the
+# presets, docs/presets.md; docs/recipes.md):
 #   METHOD        a name of python -m deepnet_fairseq.methods     [deepnet]
 #   LAYERS        layers per side; or ENC_LAYERS / DEC_LAYERS      [6]
 #   SIZE, DEEPNET_WORK   as for prepare.sh                         [full, runs/wmt17]

@@ -1,0 +1,267 @@
+"""The prepare step's download mode, offline: archives shaped as the real releases are served
+by a real HTTP server on localhost (with or without byte ranges) and fetched, verified,
+unpacked and turned into binaries by the real scripts; and a prepare stopped by SIGTERM leaves
+no process and no temporary behind, and resumes."""
+
+import gzip
+import http.server
+import io
+import os
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+
+import pytest
+from conftest import REPO
+from deepnet_fairseq.recipes import prepare
+
+MULTI30K = os.path.join(REPO, "deepnet_fairseq", "corpora", "multi30k")
+
+
+def multi30k(stem, lang, count):
+    with gzip.open(os.path.join(MULTI30K, f"{stem}.{lang}.gz"), "rb") as text:
+        return text.read().split(b"\n")[:count]
+
+
+class Server:
+    """Files served from memory by http.server; ``ranges`` says whether byte ranges are
+    honoured (a 206 from the Range header's offset) or ignored (a 200 with the whole file)."""
+
+    def __init__(self, ranges=True):
+        self.files, self.ranges, self.requests = {}, ranges, []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.requests.append((self.path, self.headers.get("Range")))
+                body = server.files.get(self.path)
+                if body is None:
+                    self.send_error(404)
+                    return
+                start = 0
+                if server.ranges and self.headers.get("Range"):
+                    start = int(self.headers["Range"].split("=")[1].rstrip("-"))
+                    self.send_response(206)
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(body) - start))
+                self.end_headers()
+                self.wfile.write(body[start:])
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}{path}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    running = Server()
+    yield running
+    running.close()
+
+
+def tgz(members):
+    """A .tgz in memory of {name: bytes}."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    return buffer.getvalue()
+
+
+def lines(*items):
+    return b"".join(item + b"\n" for item in items)
+
+
+# ---- fetch and extract ------------------------------------------------------------------------
+
+def test_an_interrupted_download_resumes_from_its_part_file(server, tmp_path):
+    body = tgz({"a/file.txt": os.urandom(300_000)})
+    server.files["/x.tgz"] = body
+    dest = tmp_path / "x.tgz"
+    (tmp_path / "x.tgz.part").write_bytes(body[:1000])
+    prepare.fetch(server.url("/x.tgz"), str(dest), say=lambda _: None)
+    assert dest.read_bytes() == body and not (tmp_path / "x.tgz.part").exists()
+    assert server.requests == [("/x.tgz", "bytes=1000-")]
+
+
+def test_a_server_without_ranges_gives_the_whole_file_again(tmp_path):
+    plain = Server(ranges=False)
+    try:
+        body = tgz({"file.txt": b"hello\n"})
+        plain.files["/x.tgz"] = body
+        (tmp_path / "x.tgz.part").write_bytes(b"stale bytes of another attempt")
+        prepare.fetch(plain.url("/x.tgz"), str(tmp_path / "x.tgz"), say=lambda _: None)
+        assert (tmp_path / "x.tgz").read_bytes() == body
+    finally:
+        plain.close()
+
+
+@pytest.mark.parametrize("served, message", [
+    (b"<html>not found, but a 200</html>", "is not a valid archive"),
+    (None, "HTTP 404"),
+])
+def test_a_bad_download_is_refused_and_never_takes_the_final_name(server, tmp_path, served,
+                                                                  message):
+    if served is not None:
+        server.files["/x.tgz"] = served
+    with pytest.raises(prepare.PrepareError, match=message):
+        prepare.fetch(server.url("/x.tgz"), str(tmp_path / "x.tgz"), say=lambda _: None)
+    assert not (tmp_path / "x.tgz").exists()
+    assert len(server.requests) == 1  # a 404 is not retried
+
+
+def test_an_archive_reaching_outside_its_directory_is_refused(tmp_path):
+    archive = tmp_path / "evil.tgz"
+    archive.write_bytes(tgz({"../outside.txt": b"x"}))
+    with pytest.raises(prepare.PrepareError, match="not what the recipe expects"):
+        prepare.extract(str(archive), str(tmp_path / "work" / "evil"), say=lambda _: None)
+    assert not (tmp_path / "work" / "outside.txt").exists()
+    assert not (tmp_path / "work" / "evil").exists() and not (tmp_path / "work" / "evil.tmp").exists()
+
+
+# ---- each dataset's download mode, through its script -----------------------------------------
+
+def run_prepare(dataset, work, **env):
+    return subprocess.run(["bash", os.path.join(REPO, "scripts", dataset, "prepare.sh")],
+                          capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "SIZE": "smoke", "DEEPNET_WORK": str(work),
+                               "OMP_NUM_THREADS": "1", **env})
+
+
+def read(path):
+    return open(path, "rb").read()
+
+
+@pytest.mark.slow
+def test_iwslt14_download_mode_splits_and_strips_the_release_files(server, tmp_path):
+    de, en = multi30k("train", "de", 460), multi30k("train", "en", 460)
+    markup = [b"<url>http://www.ted.com/talks/x</url>", b"  <talkid>1</talkid>"]
+    files = {f"de-en/train.tags.de-en.{lang}": lines(*markup, *text[:230], *markup, *text[230:])
+             for lang, text in (("de", de), ("en", en))}
+    tests = {lang: multi30k("test_2016_flickr", lang, 50) for lang in ("de", "en")}
+    for number, name in enumerate(prepare.IWSLT14_TEST_SETS):
+        for lang in ("de", "en"):
+            segments = tests[lang][number * 10:(number + 1) * 10]
+            files[f"de-en/{name}.de-en.{lang}.xml"] = lines(
+                b'<?xml version="1.0" encoding="UTF-8"?>', b"<refset>",
+                *(b'<seg id="%d"> %s </seg>' % (i + 1, s) for i, s in enumerate(segments)),
+                b"</refset>")
+    server.files["/de-en.tgz"] = tgz(files)
+    proc = run_prepare("iwslt14", tmp_path, IWSLT_URL=server.url("/de-en.tgz"), SRC="de",
+                       TGT="en", TRAIN_LINES="0", VALID_LINES="0", TEST_LINES="0", VOCAB="500")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    raw = tmp_path / "data" / "raw"
+    for lang, text in (("de", de), ("en", en)):
+        # written out by hand: every 23rd line of the text (counted from 1) is validation
+        assert read(raw / f"train.de-en.{lang}") == lines(
+            *(line for n, line in enumerate(text, 1) if n % 23))
+        assert read(raw / f"valid.de-en.{lang}") == lines(*text[22::23])
+        assert read(raw / f"test.de-en.{lang}") == lines(*tests[lang])
+    assert (tmp_path / "data" / "bin" / ".done").exists()
+    assert (tmp_path / "download" / "de-en.tgz").exists()
+    # run again: every step is done, nothing is downloaded again
+    requests = len(server.requests)
+    assert run_prepare("iwslt14", tmp_path, IWSLT_URL=server.url("/de-en.tgz"), SRC="de",
+                       TGT="en", VOCAB="500").returncode == 0
+    assert len(server.requests) == requests
+
+
+@pytest.mark.slow
+def test_opus100_download_mode_finds_every_pair_of_the_release(server, tmp_path):
+    files = {}
+    for x, directory in (("de", "de-en"), ("fr", "en-fr")):
+        for split, stem, count in (("train", "train", 300), ("dev", "val", 40),
+                                   ("test", "test_2016_flickr", 40)):
+            for lang in (x, "en"):
+                files[f"opus-100-corpus/v1.0/supervised/{directory}/opus.{directory}-{split}."
+                      f"{lang}"] = lines(*multi30k(stem, lang, count))
+    server.files["/opus.tar.gz"] = tgz(files)
+    proc = run_prepare("opus100", tmp_path, OPUS_URL=server.url("/opus.tar.gz"), LANGS="all",
+                       TRAIN_LINES="0", VALID_LINES="0", TEST_LINES="0", VOCAB="600")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    binary = tmp_path / "data" / "bin"
+    assert read(binary / "langs.txt") == b"en,de,fr\n"
+    assert read(binary / "lang_pairs.txt") == b"de-en,en-de,fr-en,en-fr\n"
+    raw = tmp_path / "data" / "raw"
+    assert read(raw / "valid.fr-en.fr") == lines(*multi30k("val", "fr", 40))
+    assert read(raw / "test.de-en.en") == lines(*multi30k("test_2016_flickr", "en", 40))
+    for x in ("de", "fr"):
+        assert (binary / f"train.{x}-en.{x}.bin").exists()
+
+
+@pytest.mark.slow
+def test_wmt17_download_mode_joins_the_four_corpora(server, tmp_path, monkeypatch):
+    """The four statmt.org archives, served here. The dev and test sets come through sacrebleu's
+    own downloader, which needs the internet: here (only here) its output is replaced."""
+    urls, texts = [], {}
+    for number, (url, corpus) in enumerate(zip(prepare.WMT17_ARCHIVES, prepare.WMT17_CORPORA)):
+        name = os.path.basename(url)
+        for lang in ("en", "de"):
+            texts[corpus, lang] = multi30k("train", lang, 2000)[number * 500:(number + 1) * 500]
+        server.files["/" + name] = tgz({f"training/{corpus}.{lang}": lines(*texts[corpus, lang])
+                                        for lang in ("en", "de")})
+        urls.append(server.url("/" + name))
+    monkeypatch.setattr(prepare, "WMT17_ARCHIVES", tuple(urls))
+    sides = {}
+
+    def side(test_set, pair, which):
+        sides[test_set, which] = lines(*multi30k("val", "en" if which == "src" else "de", 20))
+        return [line + b"\n" for line in sides[test_set, which].split(b"\n")[:-1]]
+
+    monkeypatch.setattr(prepare, "_sacrebleu_side", side)
+    from deepnet_fairseq.recipes.settings import resolve
+
+    cfg = resolve("wmt17", {"SIZE": "smoke", "DEEPNET_WORK": str(tmp_path), "VOCAB": "600",
+                            "TRAIN_LINES": "1500"}, REPO)
+    assert prepare.prepare(cfg) == 0
+    raw = tmp_path / "data" / "raw"
+    for lang in ("en", "de"):  # the corpora in the paper's order, cut at TRAIN_LINES
+        joined = [line for corpus in prepare.WMT17_CORPORA for line in texts[corpus, lang]]
+        assert read(raw / f"train.en-de.{lang}") == lines(*joined[:1500])
+    assert read(raw / "test.en-de.de") == sides["wmt17", "ref"]
+    assert (tmp_path / "data" / "bin" / ".done").exists()
+
+
+# ---- signals ------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(tmp_path):
+    env = {**os.environ, "SIZE": "smoke", "SOURCE": "multi30k", "DEEPNET_WORK": str(tmp_path),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(["bash", os.path.join(REPO, "scripts", "wmt17", "prepare.sh")],
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "fairseq-preprocess ->" in line:
+            time.sleep(0.5)  # fairseq-preprocess has started
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, "".join(seen) + rest
+    assert "stopped by SIGTERM; run it again to resume" in rest
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
+    assert left == "", f"processes left behind: {left}"
+    data = tmp_path / "data"
+    assert not (data / "bin.tmp").exists() and not (data / "bin").exists()
+    assert (data / "spm" / ".done").exists()  # the finished steps stay
+    rerun = subprocess.run(["bash", os.path.join(REPO, "scripts", "wmt17", "prepare.sh")],
+                           capture_output=True, text=True, env=env, cwd=REPO)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "sentencepiece" not in rerun.stderr  # not trained again
+    assert (data / "bin" / ".done").exists()
+
