@@ -186,6 +186,14 @@ def test_wmt_table_has_paper_shape(tmp_path):
     assert rows[0].startswith("dataset,run,method") and len(rows) == 5
     assert (tmp_path / "out" / "bleu_vs_depth.png").read_bytes()[:4] == b"\x89PNG"
     assert "fewer than 50% distinct" not in table
+    # two groups of methods: a figure with a column for each, in the paper's order
+    assert (tmp_path / "out" / "by_group.png").read_bytes()[:4] == b"\x89PNG"
+    assert report.plot_groups(str(tmp_path / "g.png"), "wmt17",
+                              report.collect("wmt17", str(runs))) == ["Post-LN", "DeepNet"]
+    # one group only: the single plot says it all, no second figure
+    assert report.plot_groups(str(tmp_path / "one.png"), "wmt17", [
+        r for r in report.collect("wmt17", str(runs)) if r["method"] == "deepnet"]) == []
+    assert not (tmp_path / "one.png").exists()
 
 
 def test_table_names_runs_that_ignore_their_source(tmp_path):

@@ -11,7 +11,9 @@ Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged
   (X->En, En->X and average per model) with the fit BLEU(d) = A ln d + B, d = N + M layers;
   the paper's numbers beside ours;
 * ``bleu_vs_depth.png``: BLEU against the number of layers (log axis), one line per method,
-  diverged/failed runs marked on the axis, the paper's points hollow, the OPUS-100 fit drawn.
+  diverged/failed runs marked on the axis, the paper's points hollow, the OPUS-100 fit drawn;
+* ``by_group.png`` (runs of more than one group of methods): a column per group, BLEU and the
+  last validation loss against depth, DeepNet as the grey reference in each.
 
 The table's BLEU is the paper's metric: tokenized BLEU with compound splitting for WMT-17,
 detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14.
@@ -263,6 +265,61 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     plt.close(fig)
 
 
+def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
+    """One column per group of methods (methods.FAMILIES), BLEU above and the last validation
+    loss below, against depth; DeepNet drawn grey in every other group as the reference. For
+    a table of many methods, which one plot cannot show legibly. Returns the groups drawn, in
+    their order; none (and nothing written) when the runs are of one group only."""
+    groups = dict(grouped({r["label"] for r in rows}))
+    if len(groups) < 2:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    depths = sorted({r["layers"] for r in rows})
+    fig, axes = plt.subplots(2, len(groups), figsize=(3.2 * len(groups), 5.6), sharex=True,
+                             sharey="row", squeeze=False)
+    reference = [label for label in groups.get("DeepNet", []) if label == "deepnet"]
+
+    def draw(ax_bleu, ax_loss, label, **style):
+        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["layers"])
+        ok = [r for r in mine if r["status"] == "ok" and r["bleu"] != ""]
+        line, = ax_bleu.plot([r["layers"] for r in ok], [float(r["bleu"]) for r in ok], "o-",
+                             label=label, **style)
+        losses = [r for r in mine if r["last_valid_loss"] not in (None, "")]
+        ax_loss.plot([r["layers"] for r in losses], [float(r["last_valid_loss"]) for r in losses],
+                     "o-", **{**style, "color": line.get_color()})
+        bad = [r["layers"] for r in mine if r["status"] != "ok"]
+        ax_bleu.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
+                     clip_on=False)
+
+    for column, (group, labels) in enumerate(groups.items()):
+        ax_bleu, ax_loss = axes[0][column], axes[1][column]
+        for label in reference if group != "DeepNet" else []:
+            draw(ax_bleu, ax_loss, label, color="0.6", linestyle="--")
+        for label in labels:
+            draw(ax_bleu, ax_loss, label)
+        ax_bleu.set_title(group)
+        ax_bleu.legend(fontsize=7)
+        for ax in (ax_bleu, ax_loss):
+            ax.set_xscale("log")
+            ax.set_xticks(depths, [str(d) for d in depths])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ax.grid(True, alpha=0.3)
+        ax_loss.set_xlabel("layers (encoder + decoder)")
+    axes[0][0].set_ylabel("BLEU (x: diverged/failed)")
+    axes[0][0].set_ylim(bottom=0)
+    axes[1][0].set_ylabel("last validation loss (bits)")
+    fig.suptitle(f"{dataset}: each group of methods against depth")
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+    return list(groups)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.report",
                                      description=__doc__,
@@ -279,8 +336,10 @@ def main(argv=None) -> None:
     table = markdown(args.dataset, rows)
     write_atomically(os.path.join(args.out, "table.md"), table)
     plot(os.path.join(args.out, "bleu_vs_depth.png"), args.dataset, rows)
+    by_group = plot_groups(os.path.join(args.out, "by_group.png"), args.dataset, rows)
     print(table)
-    print(f"wrote {args.out}/table.md, results.csv, bleu_vs_depth.png", file=sys.stderr)
+    print(f"wrote {args.out}/table.md, results.csv, bleu_vs_depth.png"
+          + (", by_group.png" if by_group else ""), file=sys.stderr)
 
 
 if __name__ == "__main__":
