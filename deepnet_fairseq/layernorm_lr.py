@@ -32,7 +32,9 @@ same on every distributed worker (each imports the plugin and tags its replica).
 Not supported, with an error at argument parsing: ``--fp16``/``--bf16`` with flattened grads (all
 parameters live in one fp32 buffer: add ``--fp16-no-flatten-grads`` or use
 ``--memory-efficient-fp16``), ``--ddp-backend fully_sharded`` (it flattens parameters too) and
-``--optimizer composite``.
+``--optimizer composite``. The recipes add ``--fp16-no-flatten-grads`` themselves when a method
+uses the option under fp16/bf16 (``recipes.launch.per_tensor_steps``), so their GPU defaults
+need nothing from the user; tests/test_layernorm_lr.py checks one fp16 update both ways.
 """
 
 import weakref

@@ -407,3 +407,23 @@ def test_stop_diverged_is_a_setting_with_a_default():
     off = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "STOP_DIVERGED": "0"},
                            REPO)
     assert off.int("STOP_DIVERGED") == 0
+
+
+@pytest.mark.parametrize("env, adds", [
+    ({"METHOD": "deepnet_ln"}, True),               # the GPU default, fp16: flattened otherwise
+    ({"METHOD": "deepnet_adam_ln", "PRECISION": "bf16"}, True),
+    ({"METHOD": "deepnet_ln", "PRECISION": "fp32"}, False),   # fp32 steps each tensor anyway
+    ({"METHOD": "deepnet_ln", "LAYERS": "500", "GPU_MEMORY_GB": "80"}, False),  # ZeRO adds it
+    ({"METHOD": "deepnet"}, False),                 # no multiplier: fairseq's flat fp16 stays
+])
+def test_the_layernorm_lr_multiplier_runs_under_the_gpu_defaults(env, adds):
+    """Issue 20 item 5: the recipes choose the mode in which the multiplier works, and fairseq's
+    own argument parser (which runs the plugin's check) accepts the command they build."""
+    from fairseq import options
+
+    cfg, layout, command = plan({**GPUS8, **env})
+    assert command.count("--fp16-no-flatten-grads") <= 1
+    added = "--fp16-no-flatten-grads" in command and "--zero-sharding" not in command
+    assert added == adds
+    args = command[command.index(launch.paths(cfg)["BIN"]):]
+    options.parse_args_and_arch(options.get_training_parser(), args)  # raises if refused

@@ -75,8 +75,9 @@ def test_unflattened_or_memory_efficient_fp16_is_accepted(tmp_path):
         _parse(tmp_path, *option, *extra)
 
 
-def _one_update(data_dir, optimizer, lr, extra=(), form="paper"):
-    """(model, {name: step}) after one fairseq Trainer update of a 2-2 tiny DeepNet."""
+def _one_update(data_dir, optimizer, lr, extra=(), form="paper", masters=False):
+    """(model, {name: step}) after one fairseq Trainer update of a 2-2 tiny DeepNet; with
+    MASTERS, the steps of the fp32 master copies of fp16 training without flattened grads."""
     from fairseq.trainer import Trainer
 
     from deepnet_fairseq.diagnostics.common import build_training, reverse_copy_batch
@@ -89,6 +90,10 @@ def _one_update(data_dir, optimizer, lr, extra=(), form="paper"):
     batch = reverse_copy_batch(task.source_dictionary, 4, 5, torch.Generator().manual_seed(0))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     trainer.train_step([batch])
+    if masters:  # fairseq's FP16Optimizer keeps one fp32 copy per parameter, in model order
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        after = dict(zip(names, trainer.optimizer.fp32_params))
+        return model, {n: after[n].detach() - before[n].float() for n in names}
     return model, {n: p.detach() - before[n] for n, p in model.named_parameters()}
 
 
@@ -228,3 +233,39 @@ def test_fairseq_train_with_the_multiplier_resumes_from_checkpoint_last(toy_data
     (ln_option, other_option), (ln_plain, other_plain) = moved(tmp_path / "straight"), moved(tmp_path / "plain")
     assert ln_option < 0.5 * ln_plain
     assert 0.5 * other_plain < other_option < 2 * other_plain
+
+
+@pytest.mark.parametrize("mode", ["--fp16-no-flatten-grads", "--memory-efficient-fp16"])
+def test_one_fp16_update_scales_the_layernorm_steps_to_the_precision(tmp_path, monkeypatch,
+                                                                     mode):
+    """Issue 20 item 5, on CPU: fairseq's two CUDA-only calls of its fp16 path lifted for this
+    test (what ``fairseq_train_compat`` does for a CPU fp16 run). With fp32 master copies
+    (--fp16-no-flatten-grads) a LayerNorm step is k times the plain fp16 step as in fp32; with
+    memory-efficient fp16 (no master copy) to within the parameter's fp16 rounding."""
+    from deepnet_fairseq.diagnostics.common import write_dictionary
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: None)
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *args, **kwargs: self)
+    write_dictionary(str(tmp_path), 30)
+    masters = mode == "--fp16-no-flatten-grads"
+    fp16 = ["--fp16", mode, "--fp16-init-scale", "8"]
+    _, plain = _one_update(tmp_path, "adam", 1e-2, fp16, "adam", masters)
+    model, scaled = _one_update(tmp_path, "adam", 1e-2,
+                                [*fp16, "--deepnorm-ln-lr-multiplier", "auto"], "adam", masters)
+    expected = layernorm_lr.stack_multipliers(
+        "auto", constants.encoder_decoder_for(2, 2, "adam"), "adam")
+    params = dict(model.named_parameters())
+    assert next(iter(params.values())).dtype == torch.float16
+    layernorm = [n for n in params if ".layers." in n and "layer_norm" in n]
+    assert len(layernorm) == 2 * (2 * 2 + 2 * 3)
+    for name in layernorm:
+        k = expected[name.split(".")[0]]
+        assert plain[name].abs().max() > 1e-3, name  # a real step to compare with
+        # rounding: none beyond fp32's with master copies; else half an fp16 ulp of the
+        # parameter, on each of the two steps compared
+        ulp = torch.finfo(torch.float16).eps * (params[name].float().abs() + 1)
+        atol = 1e-6 if masters else ulp
+        assert ((scaled[name].float() - k * plain[name].float()).abs() <= atol).all(), name
+    for name in params:
+        if name not in layernorm:
+            assert torch.equal(scaled[name], plain[name]), f"{name} changed"

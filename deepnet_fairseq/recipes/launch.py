@@ -218,6 +218,20 @@ def method_args(cfg: Settings) -> List[str]:
         raise SettingError(f"METHOD={cfg['METHOD']}: {err}") from None
 
 
+PER_TENSOR_OPTIONS = ("--deepnorm-ln-lr-multiplier",)  # need the optimizer to step each tensor
+
+
+def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List[str]:
+    """``--fp16-no-flatten-grads`` when a method option (the LayerNorm lr multiplier) must see
+    each parameter tensor but fairseq's fp16/bf16 optimizer would flatten them all into one
+    buffer; the same memory (an fp32 master copy per tensor instead of one flat copy), and the
+    launch summary says so."""
+    needs = any(option in method for option in PER_TENSOR_OPTIONS)
+    flat = layout.precision in ("fp16", "bf16") and not any(
+        flag in args for flag in ("--fp16-no-flatten-grads", "--memory-efficient-fp16"))
+    return ["--fp16-no-flatten-grads"] if needs and flat else []
+
+
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
                   python: str = sys.executable) -> List[str]:
     """The exact command line of one node's training launch."""
@@ -257,6 +271,7 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
         args.append("--checkpoint-activations")
     if layout.memory:
         args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
+    args += per_tensor_steps(layout, method, args)
     args += ["--save-dir", os.path.join(where["RUN_DIR"], "checkpoints"),
              "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
              "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",

@@ -32,8 +32,8 @@ from dataclasses import asdict
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from . import runlog, write_atomically, write_json
-from .launch import (evaluate_command, method_args, paths, plan_layout, task_args,
-                     train_command)
+from .launch import (PER_TENSOR_OPTIONS, evaluate_command, method_args, paths, plan_layout,
+                     task_args, train_command)
 from .settings import PREFIX, SETTINGS, SettingError, Settings, resolve, run_name
 from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, is_ours,
                       make_dirs)
@@ -238,6 +238,10 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     command = train_command(cfg, layout, method_args(cfg), task_args(cfg, dry_run))
     log(cfg, "train", f"{name}: {cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L {cfg['METHOD']}, "
                       f"{cfg['EMBED_DIM']}-{cfg['FFN_DIM']}-{cfg['HEADS']}, {layout.summary()}")
+    if "--fp16-no-flatten-grads" in command and any(o in command for o in PER_TENSOR_OPTIONS):
+        log(cfg, "train", f"{cfg['METHOD']} scales the LayerNorms' steps, which needs the "
+                          f"optimizer to step each tensor: {layout.precision} with "
+                          "--fp16-no-flatten-grads (the same memory)")
     if dry_run:
         if layout.memory:
             print(layout.memory_text())
