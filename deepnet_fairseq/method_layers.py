@@ -445,8 +445,8 @@ def magneto_gains(encoder_layers: int, decoder_layers: int) -> Tuple[float, floa
     """Sub-LN's init gains (encoder, decoder) for an N-layer encoder and an M-layer decoder:
     gamma_e = sqrt(log(3M) log(2N) / 3), gamma_d = sqrt(log(3M)). From Wang et al. 2022
     ("Foundation Transformers", arXiv 2210.06423, the initialisation of Sec. 2.2 derived in its
-    Sec. 4) as recalled from the paper and torchscale's ``subln`` init; not checked against
-    either here (no copy of them was available)."""
+    Sec. 4), as microsoft/torchscale's encoder-decoder ``subln`` init computes them (checked
+    against its architecture/encoder.py and decoder.py)."""
     n, m = encoder_layers, decoder_layers
     return math.sqrt(math.log(3 * m) * math.log(2 * n) / 3), math.sqrt(math.log(3 * m))
 

@@ -162,7 +162,9 @@ def test_layer_equals_its_rule_written_by_hand(toy_data, name, side):
 def test_subln_init_is_fairseqs_times_magneto_gamma(toy_data):
     """Sub-LN (Magneto): the self-attention's v/out and the FFN's fc1/fc2 (weights and biases)
     are Pre-LN's draws times gamma_e = sqrt(ln(3M) ln(2N) / 3) in the encoder and
-    gamma_d = sqrt(ln 3M) in the decoder; q/k and the cross-attention keep fairseq's init."""
+    gamma_d = sqrt(ln 3M) in the decoder; q/k and the cross-attention keep fairseq's init
+    (the formulas and the exclusion as in microsoft/torchscale's architecture/encoder.py and
+    decoder.py, read 2026-11-24)."""
     n, m = 4, 3
     subln, _, _ = build(toy_data, "subln_transformer_tiny", "--encoder-layers", n,
                         "--decoder-layers", m, seed=5)
