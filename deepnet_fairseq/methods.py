@@ -57,7 +57,8 @@ class Method:
     options:     more fairseq-train options that select it (e.g. DeepNet's constant forms).
     model_options: its own options, registered on its model.
     training:    the training settings its paper prescribes, as recipe settings (NAME, value);
-                 the recipes use them unless the user sets the name.
+                 the recipes use them unless the user sets the name. A value "{OTHER}" is
+                 the resolved value of the setting OTHER (T-Fixup's warmup from the peak lr).
     family:      its group in the results tables (``FAMILIES``); default: DeepNet for the
                  DeepNorm model, else from its LayerNorm placement.
     """
@@ -149,9 +150,11 @@ _DECLARED = (
            "Zhang, Dauphin & Ma 2019 (Fixup, arXiv 1901.09321)", "none", layers="RFixup"),
     Method("t_fixup", "x + G(x), no LN; enc v/out/ffn x 0.67 N^(-1/4), dec and embeddings "
            "x (9M)^(-1/4)", "Huang et al. 2020 (T-Fixup, ICML)", "none", layers="TFixup",
-           # T-Fixup trains without learning-rate warmup: a one-update warmup starts the
-           # inverse-sqrt schedule at its peak (fairseq's needs at least one update)
-           training=(("WARMUP", "1"),)),
+           # T-Fixup trains without learning-rate warmup: the "warmup" starts at the peak lr,
+           # so the lr is constant until the inverse-sqrt decay, the same decay as every other
+           # method's. (WARMUP=1 would be wrong: fairseq's inverse-sqrt then decays as
+           # lr / sqrt(update) from the first update, 1/20 of the peak at update 400.)
+           training=(("WARMUP_INIT_LR", "{LR}"),)),
     Method("dlcl", "Pre-LN; input of layer l+1 = sum_k W_lk LN(y_k), W learnable, starts at "
            "the mean", "Wang et al. 2019 (DLCL, arXiv 1906.01787)", "pre", layers="DLCL"),
     Method("normformer", "Pre-LN + head scales, LN after self-attention, LN inside FFN",

@@ -356,16 +356,47 @@ def test_a_truncated_checkpoint_last_is_replaced_by_the_newest_complete_one(tmp_
     assert torch.load(tmp_path / "checkpoint_last.pt") == {"updates": 3}
 
 
+def _learning_rates(command, updates):
+    """The lr of each update as fairseq's own scheduler computes it from COMMAND's options."""
+    from fairseq import options
+    from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
+        InverseSquareRootLRScheduleConfig, InverseSquareRootSchedule)
+
+    args = options.parse_args_and_arch(options.get_training_parser(),
+                                       command[command.index("--user-dir") - 1:])
+    cfg = InverseSquareRootLRScheduleConfig(warmup_updates=args.warmup_updates,
+                                            warmup_init_lr=args.warmup_init_lr, lr=args.lr)
+
+    from fairseq.optim import FairseqOptimizer
+
+    class Optimizer(FairseqOptimizer):  # what the scheduler touches: set_lr
+        def __init__(self):
+            pass
+
+        def set_lr(self, lr):
+            self.lr = lr
+
+    schedule = InverseSquareRootSchedule(cfg, Optimizer())
+    return [schedule.step_update(update) for update in updates]
+
+
 def test_a_methods_declared_training_settings_reach_its_command():
-    """T-Fixup's declaration trains without warmup: the recipes use it unless the user says;
-    other methods keep the dataset's warmup."""
-    cfg, _, cmd = plan({**GPUS8, "METHOD": "t_fixup"})
-    assert option(cmd, "--warmup-updates") == "1"
-    assert cfg.sources["WARMUP"].startswith("method t_fixup")
-    cfg, _, cmd = plan({**GPUS8, "METHOD": "t_fixup", "WARMUP": "50"})
-    assert option(cmd, "--warmup-updates") == "50"
+    """T-Fixup trains without warmup: its lr is the peak from the first update, then decays as
+    every other method's (fairseq's own scheduler, fed the command, says so). The user's
+    setting wins; other methods keep the dataset's warmup."""
+    cfg, _, cmd = plan({"DEVICE": "cpu", "SIZE": "mini", "METHOD": "t_fixup"})
+    assert (option(cmd, "--warmup-init-lr"), option(cmd, "--lr")) == ("1e-3", "1e-3")
+    assert cfg.sources["WARMUP_INIT_LR"].startswith("method t_fixup")
+    lrs = _learning_rates(cmd, [0, 1, 200, 400, 1000])
+    assert lrs[:4] == pytest.approx([1e-3] * 4)  # no ramp: the peak from update 0 to WARMUP
+    assert lrs[4] == pytest.approx(1e-3 * (400 / 1000) ** 0.5)  # then the others' decay
+    _, _, deepnet = plan({"DEVICE": "cpu", "SIZE": "mini", "METHOD": "deepnet"})
+    assert _learning_rates(deepnet, [1000]) == pytest.approx([lrs[4]])
+    assert _learning_rates(deepnet, [200])[0] < 0.6e-3  # a ramp
+    cfg, _, cmd = plan({**GPUS8, "METHOD": "t_fixup", "WARMUP_INIT_LR": "1e-6"})
+    assert option(cmd, "--warmup-init-lr") == "1e-6"
     cfg, _, cmd = plan({**GPUS8, "METHOD": "deepnet"})
-    assert option(cmd, "--warmup-updates") == "4000"
+    assert option(cmd, "--warmup-updates") == "4000" and option(cmd, "--warmup-init-lr") == "1e-7"
     with pytest.raises(SettingError, match="METHOD=t_fixp: unknown method"):
         plan({**GPUS8, "METHOD": "t_fixp"})
 

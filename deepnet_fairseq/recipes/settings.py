@@ -305,7 +305,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
                                + (" or full" if setting == "SIZE" else ""))
         return table[cfg[setting]]
 
-    _method_training(cfg)
+    deferred = _method_training(cfg)
     if cfg["SIZE"] != "full":
         load(choose(presets.SIZES, "SIZE"))
     load(presets.DATASETS[dataset])
@@ -313,6 +313,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     load(presets.MACHINES[cfg["DEVICE"]])
     for name in SETTINGS:
         default(name)
+    _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
     _derive(cfg, env)
     check_ranges(cfg)
     return cfg
@@ -391,9 +392,11 @@ def check_ranges(cfg: "Settings") -> None:
         raise SettingError("\n".join(problems))
 
 
-def _method_training(cfg: Settings) -> None:
+def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
     """The training settings the method's paper prescribes (its declaration in ``methods``,
-    e.g. T-Fixup's warmup): above the config files, below the environment."""
+    e.g. T-Fixup's warmup): above the presets, below the environment. A value naming another
+    setting (``"{LR}"``) is returned as (setting, template, source), to be filled in once every
+    other value is known (``_fill_method_training``)."""
     from .. import methods
 
     name = cfg["METHOD"] if "METHOD" in cfg else SETTINGS["METHOD"].default
@@ -401,9 +404,21 @@ def _method_training(cfg: Settings) -> None:
         method = methods.get(name)
     except ValueError as err:
         raise SettingError(f"METHOD={name}: {err}") from None
+    deferred = []
     for setting, value in method.training:
-        if setting not in cfg:
-            cfg.set(setting, value, f"method {name}: its paper's training setting")
+        if setting in cfg:
+            continue
+        source = f"method {name}: its paper's training setting"
+        if "{" in value:
+            deferred.append((setting, value, f"{source} ({value})"))
+        else:
+            cfg.set(setting, value, source)
+    return deferred
+
+
+def _fill_method_training(cfg: Settings, deferred: List[Tuple[str, str, str]]) -> None:
+    for setting, template, source in deferred:
+        cfg.set(setting, template.format(**cfg.values), source)
 
 
 def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
