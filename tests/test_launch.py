@@ -458,3 +458,23 @@ def test_the_layernorm_lr_multiplier_runs_under_the_gpu_defaults(env, adds):
     assert added == adds
     args = command[command.index(launch.paths(cfg)["BIN"]):]
     options.parse_args_and_arch(options.get_training_parser(), args)  # raises if refused
+
+
+def test_one_tiny_size():
+    """The tiny width is defined once (methods.TINY_SIZE): the recipes' tiny model, the
+    quickstart's smoke size and the diagnostics' and GPU check's width options all read it."""
+    from deepnet_fairseq import methods
+    from deepnet_fairseq.recipes import quickstart
+
+    tiny = methods.TINY_SIZE
+    width = (tiny["encoder_embed_dim"], tiny["encoder_ffn_embed_dim"],
+             tiny["encoder_attention_heads"])
+    assert width == (64, 128, 2)  # the paper's Figure 5 models, written out by hand
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
+    assert (cfg.int("EMBED_DIM"), cfg.int("FFN_DIM"), cfg.int("HEADS")) == width
+    smoke = quickstart.SIZES["smoke/cpu"]
+    assert (smoke.dim, smoke.ffn, smoke.heads) == width
+    args = methods.tiny_width_args()
+    assert [int(args[args.index(flag) + 1]) for flag in (
+        "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \
+        list(width)

@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
+from ..methods import TINY_SIZE
+
 PAPER, ADMIN, CHOSEN = "paper", "admin-torch", "chosen"
 
 
@@ -257,11 +259,13 @@ IWSLT = Preset("model", "iwslt", (
 ])
 
 TINY = Preset("model", "tiny", (
-    "Tiny width: the 64-128-2 models of the paper's Figure 5; here the smoke / CI size."
+    "Tiny width: the 64-128-2 models of the paper's Figure 5; here the smoke / CI size. The "
+    "one tiny size of the project (methods.TINY_SIZE: the _tiny archs, the diagnostics, the "
+    "GPU check and the quickstart's smoke size read it too)."
 ), [
-    ('EMBED_DIM', '64', PAPER, 'Figure 5 tiny model, hidden 64'),
-    ('FFN_DIM', '128', PAPER, 'Figure 5 tiny model, FFN 128'),
-    ('HEADS', '2', PAPER, 'Figure 5 tiny model, 2 heads'),
+    ('EMBED_DIM', str(TINY_SIZE["encoder_embed_dim"]), PAPER, 'Figure 5 tiny model, hidden 64'),
+    ('FFN_DIM', str(TINY_SIZE["encoder_ffn_embed_dim"]), PAPER, 'Figure 5 tiny model, FFN 128'),
+    ('HEADS', str(TINY_SIZE["encoder_attention_heads"]), PAPER, 'Figure 5 tiny model, 2 heads'),
 ])
 
 CUDA = Preset("machine", "cuda", (

@@ -36,6 +36,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional
 
+from ..methods import TINY_SIZE
 from . import write_atomically, write_json
 from .runlog import UPDATES, VALID_LOSS
 from .runner import Interrupted, signals_interrupt
@@ -71,7 +72,9 @@ SIZES: Dict[str, Size] = {
                            "a translating model within 15 minutes on 2 CPU cores"),
     "quickstart/cuda": Size(29000, 8000, 6, 512, 2048, 8, 0.3, 7e-4, 1000, 8192, 6000, 500,
                             "a 512-wide model on one GPU"),
-    "smoke/cpu": Size(3000, 1000, 6, 64, 128, 2, 0.1, 2e-3, 10, 2048, 60, 30,
+    "smoke/cpu": Size(3000, 1000, 6, TINY_SIZE["encoder_embed_dim"],
+                      TINY_SIZE["encoder_ffn_embed_dim"], TINY_SIZE["encoder_attention_heads"],
+                      0.1, 2e-3, 10, 2048, 60, 30,
                       "a one-minute check that the chain runs: its model is not trained "
                       "enough to translate (BLEU about 0)"),
 }
