@@ -6,6 +6,7 @@ no process and no temporary behind, and resumes."""
 import gzip
 import http.server
 import io
+import json
 import os
 import signal
 import subprocess
@@ -173,11 +174,15 @@ def test_iwslt14_download_mode_splits_and_strips_the_release_files(server, tmp_p
         assert read(raw / f"test.de-en.{lang}") == lines(*tests[lang])
     assert (tmp_path / "data" / "bin" / ".done").exists()
     assert (tmp_path / "download" / "de-en.tgz").exists()
-    # run again: every step is done, nothing is downloaded again
+    stages = json.loads((tmp_path / "data" / "stages.json").read_text())
+    assert set(stages) == {"raw text", "clean", "sentencepiece", "encode", "binarise"}
+    assert all(s["seconds"] >= 0 and s["peak_rss_mb"] > 10 for s in stages.values())
+    # run again: every step is done, nothing is downloaded again, the figures stay
     requests = len(server.requests)
     assert run_prepare("iwslt14", tmp_path, IWSLT_URL=server.url("/de-en.tgz"), SRC="de",
                        TGT="en", VOCAB="500").returncode == 0
     assert len(server.requests) == requests
+    assert json.loads((tmp_path / "data" / "stages.json").read_text()) == stages
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ recipes created are ever deleted), and a failed step leaves nothing behind:
 """
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -27,10 +28,12 @@ SPLITS = ("train", "valid", "test")
 
 
 def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float,
-            encoding: str = "utf-8"):
+            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext()):
+    """The three steps; ``stage(name)`` is entered around each step that runs (the prepare
+    step's timings)."""
     raw, cleaned, pieces = (os.path.join(data, d) for d in ("raw", "clean", "spm"))
     if not os.path.exists(os.path.join(cleaned, ".done")):
-        with building(cleaned) as tmp:
+        with stage("clean"), building(cleaned) as tmp:
             for pair in pairs:
                 src, tgt = pair.split("-")
                 for split in SPLITS:
@@ -46,9 +49,10 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
     if not os.path.exists(model):
         inputs = [f"{cleaned}/train.{pair}.{lang}" for pair in pairs for lang in pair.split("-")]
         print(f"sentencepiece: vocabulary {vocab} over {len(inputs)} files", file=sys.stderr)
-        spm.train(inputs, os.path.join(data, "spm"), vocab, max_sentences=spm_sentences)
+        with stage("sentencepiece"):
+            spm.train(inputs, os.path.join(data, "spm"), vocab, max_sentences=spm_sentences)
     if not os.path.exists(os.path.join(pieces, ".done")):
-        with building(pieces) as tmp:
+        with stage("encode"), building(pieces) as tmp:
             for pair in pairs:
                 for split in SPLITS:
                     for lang in pair.split("-"):

@@ -15,11 +15,14 @@ Output in ``$WORK/data``: ``raw/`` (the references of evaluation), ``clean/``, `
 ``preprocess.log``.
 """
 
+import contextlib
 import glob
 import gzip
 import http.client
+import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import tarfile
@@ -382,6 +385,27 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
 
 # ---- the step ---------------------------------------------------------------------------------
 
+class Stages:
+    """Each stage's wall time and the peak resident memory so far, of this process and of its
+    largest child (fairseq-preprocess), logged and kept in DATA_DIR/stages.json (a stage skipped
+    as done keeps its earlier figures). Where a prepare at scale spends its time."""
+
+    def __init__(self, path: str, say):
+        self.path, self.say = path, say
+        self.figures = json.load(open(path)) if os.path.isfile(path) else {}
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        start = time.monotonic()
+        yield
+        seconds = time.monotonic() - start
+        peak_mb = max(resource.getrusage(who).ru_maxrss  # kB on Linux
+                      for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+        self.figures[name] = {"seconds": round(seconds, 1), "peak_rss_mb": round(peak_mb)}
+        write_json(self.path, self.figures)
+        self.say(f"{name}: {seconds:.1f} s, peak memory so far {peak_mb:,.0f} MB")
+
+
 def raw_pairs(raw: str) -> List[str]:
     """The pairs of published raw text, from its train.PAIR.LANG names (so a later LANGS
     needs a fresh WORK)."""
@@ -402,8 +426,9 @@ def prepare(cfg: Settings) -> int:
     make_dirs(data)
     write_json(os.path.join(data, "config.json"),
                {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
+    stage = Stages(os.path.join(data, "stages.json"), say)
     if not os.path.isfile(os.path.join(raw, ".done")):
-        with building(raw) as tmp:
+        with stage("raw text"), building(raw) as tmp:
             check_aligned(tmp, raw_text(cfg, tmp, say))
             publish(tmp, raw)
     pairs = raw_pairs(raw)
@@ -414,9 +439,11 @@ def prepare(cfg: Settings) -> int:
         say(f"raw text {pair}: {counts} pairs")
     try:
         prepare_text(data, pairs, cfg.int("VOCAB"), cfg.int("SPM_SENTENCES"), cfg.int("MAX_LEN"),
-                     cfg.float("LEN_RATIO"), cfg["ENCODING"])
+                     cfg.float("LEN_RATIO"), cfg["ENCODING"], stage)
     except (ValueError, RuntimeError) as err:  # bad text, a vocabulary the corpus cannot carry
         raise PrepareError(str(err)) from None
-    binarise_all(cfg, pairs, say)
+    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
+        with stage("binarise"):
+            binarise_all(cfg, pairs, say)
     say(f"done: {where['BIN']}")
     return 0
