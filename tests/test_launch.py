@@ -279,8 +279,8 @@ def test_wmt17_defaults_are_the_papers_setting_from_admin_torch():
 
 def test_docs_presets_md_is_the_presets_as_they_are():
     """docs/presets.md is generated: python -m deepnet_fairseq.recipes.presets > docs/presets.md"""
-    assert open(os.path.join(REPO, "docs", "presets.md"), encoding="utf-8").read() == \
-        presets.markdown()
+    with open(os.path.join(REPO, "docs", "presets.md"), encoding="utf-8") as page:
+        assert page.read() == presets.markdown()
 
 
 def test_only_directories_the_recipes_created_are_deleted(tmp_path):

@@ -392,7 +392,10 @@ class Stages:
 
     def __init__(self, path: str, say):
         self.path, self.say = path, say
-        self.figures = json.load(open(path)) if os.path.isfile(path) else {}
+        self.figures = {}
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as stored:
+                self.figures = json.load(stored)
 
     @contextlib.contextmanager
     def __call__(self, name: str):
