@@ -287,11 +287,12 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
     def draw(ax_bleu, ax_loss, label, **style):
         mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["layers"])
         ok = [r for r in mine if r["status"] == "ok" and r["bleu"] != ""]
-        line, = ax_bleu.plot([r["layers"] for r in ok], [float(r["bleu"]) for r in ok], "o-",
+        style = {"marker": "o", "linestyle": "-", **style}  # the reference overrides the line
+        line, = ax_bleu.plot([r["layers"] for r in ok], [float(r["bleu"]) for r in ok],
                              label=label, **style)
         losses = [r for r in mine if r["last_valid_loss"] not in (None, "")]
         ax_loss.plot([r["layers"] for r in losses], [float(r["last_valid_loss"]) for r in losses],
-                     "o-", **{**style, "color": line.get_color()})
+                     **{**style, "color": line.get_color()})
         bad = [r["layers"] for r in mine if r["status"] != "ok"]
         ax_bleu.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
                      clip_on=False)
