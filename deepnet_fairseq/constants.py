@@ -4,28 +4,10 @@ Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers" (arXiv 2203.00
 Figure 2 / Section 4. Each sub-layer computes ``LayerNorm(alpha * x + G(x))`` and the
 weights of ``G`` (ffn, v_proj, out_proj) start from Xavier-normal with gain ``beta``:
 
-=======================  =======================  ======================  =============  ============
-architecture             encoder alpha            encoder beta            decoder alpha  decoder beta
-=======================  =======================  ======================  =============  ============
-encoder-decoder (NMT)    0.81 (N^4 M)^(1/16)      0.87 (N^4 M)^(-1/16)    (3M)^(1/4)     (12M)^(-1/4)
-encoder-only (BERT)      (2N)^(1/4)               (8N)^(-1/4)             -              -
-decoder-only (GPT)       -                        -                       (2M)^(1/4)     (8M)^(-1/4)
-=======================  =======================  ======================  =============  ============
-
-N is the number of encoder layers and M the number of decoder layers. Reference values for
-the encoder-decoder case (tests/test_constants.py pins every row):
-
-=======  =======  ======  =======  ======
-N-M      alpha_e  beta_e  alpha_d  beta_d
-=======  =======  ======  =======  ======
-6-6      1.4179   0.4970  2.0598   0.3433
-18-18    1.9987   0.3526  2.7108   0.2608
-50-50    2.7505   0.2562  3.4996   0.2021
-100-100  3.4157   0.2063  4.1618   0.1699
-200-200  4.2419   0.1661  4.9492   0.1429
-500-500  5.6482   0.1248  6.2233   0.1136
-18-6     1.8661   0.3776  2.0598   0.3433
-=======  =======  ======  =======  ======
+Figure 2's formulas (``FIGURE_2``) and their values at the reference depths are printed by
+``python -m deepnet_fairseq.constants``; docs/design.md shows that output, and the docs test
+keeps it current. tests/test_constants.py pins every row against values written by hand.
+N is the number of encoder layers and M the number of decoder layers.
 
 This module is pure (no torch, no fairseq) so that the formulas can be read and tested alone.
 """
@@ -55,6 +37,30 @@ class DeepNormConstants:
                     f"by alpha and uses beta as an init gain; omit {flag} to use the paper's value."
                 )
         return dataclasses.replace(self, **chosen)
+
+
+# The paper's Figure 2 as printed (architecture, encoder alpha, encoder beta, decoder alpha,
+# decoder beta); encoder_decoder, encoder_only and decoder_only below compute these formulas.
+FIGURE_2 = (
+    ("encoder-decoder (NMT)", "0.81 (N^4 M)^(1/16)", "0.87 (N^4 M)^(-1/16)", "(3M)^(1/4)",
+     "(12M)^(-1/4)"),
+    ("encoder-only (BERT)", "(2N)^(1/4)", "(8N)^(-1/4)", "-", "-"),
+    ("decoder-only (GPT)", "-", "-", "(2M)^(1/4)", "(8M)^(-1/4)"),
+)
+REFERENCE_DEPTHS = ((6, 6), (18, 18), (50, 50), (100, 100), (200, 200), (500, 500), (18, 6))
+
+
+def markdown_table() -> str:
+    """Figure 2 and the encoder-decoder values at REFERENCE_DEPTHS, as docs/design.md shows
+    them."""
+    head = "| architecture | encoder alpha | encoder beta | decoder alpha | decoder beta |"
+    rows = [head, "|---|---|---|---|---|", *("| " + " | ".join(row) + " |" for row in FIGURE_2),
+            "", "| N-M | alpha_e | beta_e | alpha_d | beta_d |", "|---|---|---|---|---|"]
+    for n, m in REFERENCE_DEPTHS:
+        c = encoder_decoder(n, m)
+        rows.append(f"| {n}-{m} | {c.encoder_alpha:.4f} | {c.encoder_beta:.4f} | "
+                    f"{c.decoder_alpha:.4f} | {c.decoder_beta:.4f} |")
+    return "\n".join(rows) + "\n"
 
 
 def _check_depth(name: str, layers: int) -> None:
@@ -258,3 +264,7 @@ def layernorm_lr_multiplier(alpha: float, lam: float, form: str = "paper") -> fl
     if is_pre_ln_form(form):
         return 1.0
     return _LAYERNORM_MULTIPLIER[form](alpha, lam)
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

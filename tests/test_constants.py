@@ -63,3 +63,29 @@ def test_overrides_replace_only_what_is_given():
 def test_non_positive_override_is_rejected(value):
     with pytest.raises(ValueError, match="--deepnorm-decoder-beta must be positive"):
         constants.encoder_decoder(6, 6).with_overrides(decoder_beta=value)
+
+
+def _evaluate(formula, n, m):
+    """A Figure 2 formula as printed ("0.81 (N^4 M)^(1/16)"), evaluated for N, M."""
+    import re
+
+    expression = re.sub(r"(\d|\)|[NM])\s*(\(|[NM])", r"\1*\2", formula.replace("^", "**"))
+    return eval(expression, {"N": n, "M": m})  # noqa: S307 - our own table's formulas
+
+
+@pytest.mark.parametrize("n, m", [(6, 6), (18, 6), (100, 200)])
+def test_figure_2_as_printed_is_what_the_functions_compute(n, m):
+    """The formulas shown in docs/design.md (constants.FIGURE_2) agree with the code."""
+    computed = {
+        "encoder-decoder (NMT)": constants.encoder_decoder(n, m),
+        "encoder-only (BERT)": constants.encoder_only(n),
+        "decoder-only (GPT)": constants.decoder_only(m),
+    }
+    for architecture, *formulas in constants.FIGURE_2:
+        c = computed[architecture]
+        values = (c.encoder_alpha, c.encoder_beta, c.decoder_alpha, c.decoder_beta)
+        for formula, value in zip(formulas, values):
+            if formula == "-":
+                assert value is None
+            else:
+                assert _evaluate(formula, n, m) == pytest.approx(value, rel=1e-12), formula
