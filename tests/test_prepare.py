@@ -136,6 +136,15 @@ def test_an_archive_reaching_outside_its_directory_is_refused(tmp_path):
 
 # ---- each dataset's download mode, through its script -----------------------------------------
 
+def _cmdline(pid):
+    """A process's command line from /proc ("" for what is not a live process)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def run_prepare(dataset, work, **env):
     return subprocess.run(["bash", os.path.join(REPO, "scripts", dataset, "prepare.sh")],
                           capture_output=True, text=True, cwd=REPO,
@@ -259,8 +268,9 @@ def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(t
     rest = proc.stderr.read()
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM, "".join(seen) + rest
     assert "stopped by SIGTERM; run it again to resume" in rest
-    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout
-    assert left == "", f"processes left behind: {left}"
+    left = [line for line in map(_cmdline, filter(str.isdigit, os.listdir("/proc")))
+            if str(tmp_path) in line]
+    assert left == [], f"processes left behind: {left}"
     data = tmp_path / "data"
     assert not (data / "bin.tmp").exists() and not (data / "bin").exists()
     assert (data / "spm" / ".done").exists()  # the finished steps stay
