@@ -29,7 +29,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from typing import Iterable, Iterator, List, Optional
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 from . import write_atomically, write_json
 from .corpus import SPLITS, prepare as prepare_text
@@ -54,6 +54,7 @@ IWSLT14_VALID_EVERY = 23  # every 23rd training line is held out for validation
 
 DOWNLOAD_ATTEMPTS = 5
 RETRY_DELAY_S = 10
+PROGRESS_S = 30
 
 
 class PrepareError(SettingError):
@@ -71,25 +72,10 @@ def fetch(url: str, dest: str, say=print) -> str:
     make_dirs(os.path.dirname(dest))
     part = dest + ".part"
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
-        have = os.path.getsize(part) if os.path.isfile(part) else 0
-        request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
-        say(f"downloading {url}" + (f" (resuming at {have:,} bytes)" if have else ""))
-        try:
-            with urllib.request.urlopen(request, timeout=60) as response:
-                resumed = have and response.status == 206
-                with open(part, "ab" if resumed else "wb") as out:
-                    shutil.copyfileobj(response, out, 1 << 20)
+        failure, retry = _download(url, part, say)
+        if failure is None:
             break
-        except urllib.error.HTTPError as err:
-            if err.code == 416 and have:  # the range starts at the end: the part is complete
-                break
-            failure = f"HTTP {err.code} {err.reason}"
-            if 400 <= err.code < 500:
-                attempt = DOWNLOAD_ATTEMPTS  # a missing file does not come back on retrying
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
-                TimeoutError) as err:
-            failure = str(getattr(err, "reason", err))
-        if attempt >= DOWNLOAD_ATTEMPTS:
+        if not retry or attempt == DOWNLOAD_ATTEMPTS:
             raise PrepareError(f"download of {url} failed ({failure}); run again to resume, or "
                                f"download it yourself to {dest}")
         say(f"download of {url} failed ({failure}); trying again in {RETRY_DELAY_S} s")
@@ -97,6 +83,36 @@ def fetch(url: str, dest: str, say=print) -> str:
     _verify(part)
     os.replace(part, dest)
     return dest
+
+
+def _download(url: str, part: str, say) -> Tuple[Optional[str], bool]:
+    """URL into PART from where PART ends; (None, _) when complete, else (what failed, whether
+    trying again may help). A progress line every PROGRESS_S seconds."""
+    have = os.path.getsize(part) if os.path.isfile(part) else 0
+    request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+    say(f"downloading {url}" + (f" (resuming at {have:,} bytes)" if have else ""))
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            resumed = have and response.status == 206
+            total = int(response.headers.get("Content-Length") or 0) + (have if resumed else 0)
+            with open(part, "ab" if resumed else "wb") as out:
+                shown = time.monotonic()
+                while True:
+                    block = response.read(1 << 20)
+                    if not block:
+                        return None, False
+                    out.write(block)
+                    if time.monotonic() - shown > PROGRESS_S:
+                        shown = time.monotonic()
+                        say(f"  {out.tell() / 1e6:,.0f} of {total / 1e6:,.0f} MB")
+    except urllib.error.HTTPError as err:
+        if err.code == 416 and have:  # the range starts at the end: the part is complete
+            return None, False
+        # a missing file (4xx) does not come back on retrying
+        return f"HTTP {err.code} {err.reason}", not 400 <= err.code < 500
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
+            TimeoutError) as err:
+        return str(getattr(err, "reason", err)), True
 
 
 def _verify(path: str) -> None:
