@@ -2,14 +2,15 @@
 deepnet-export, decoded by stock fairseq-generate and by CTranslate2 (fp32, int8). One run each,
 beam 5, the same CPU threads; prints sentences/s, the ratios to fairseq and sacreBLEU.
 
-    python benchmarks/decode_speed.py --run-dir runs/quickstart-quickstart-cpu --threads 2
+    python benchmarks/decode_speed.py --run-dir runs/quickstart/runs/deepnet-6L-6L --threads 2
 
---run-dir is a directory as scripts/quickstart.sh writes it (the benchmark's inputs, each can
-be given alone instead): ``bin/`` (fairseq-preprocess output; its ``test`` split is the set
-decoded, Multi30k test_2016_flickr en->de for the quickstart), ``spm.model`` (sentencepiece),
-``spm/test.en`` (the test sources as sentencepiece pieces: what CTranslate2 reads, the text
-``bin/`` was binarised from), ``raw/test.de`` (references) and
-``checkpoints/checkpoint_last.pt``. Outputs go to ``--out`` (default RUN_DIR/decode_speed):
+--run-dir is a recipe run directory (``WORK/runs/NAME``, the quickstart's included), whose
+data are in ``WORK/data`` (the benchmark's inputs, each can be given alone instead):
+``checkpoints/checkpoint_last.pt`` of the run; from the data: ``bin/`` (fairseq-preprocess
+output; its ``test`` split is the set decoded, Multi30k test_2016_flickr en->de for the
+quickstart), ``spm.model`` (sentencepiece), ``spm/test.SRC-TGT.SRC`` (the test sources as
+sentencepiece pieces: what CTranslate2 reads, the text ``bin/`` was binarised from) and
+``raw/test.SRC-TGT.TGT`` (references). Outputs go to ``--out`` (default RUN_DIR/decode_speed):
 the exported checkpoint and CTranslate2 models, each system's hypotheses in fairseq-generate's
 format, and ``decode_speed.json`` with the table.
 
@@ -122,27 +123,32 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="python benchmarks/decode_speed.py", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run-dir", help="a scripts/quickstart.sh output directory")
+    parser.add_argument("--run-dir", help="a recipe run directory, WORK/runs/NAME")
     parser.add_argument("--checkpoint", help="the DeepNet (default RUN_DIR/checkpoints/"
                                              "checkpoint_last.pt)")
-    parser.add_argument("--data", help="fairseq binarised data with a test split (RUN_DIR/bin)")
-    parser.add_argument("--spm", help="sentencepiece model (RUN_DIR/spm.model)")
-    parser.add_argument("--source-pieces", help="test sources as pieces (RUN_DIR/spm/test.en)")
-    parser.add_argument("--reference", help="raw test references (RUN_DIR/raw/test.de)")
+    parser.add_argument("--data", help="fairseq binarised data with a test split (WORK/data/bin)")
+    parser.add_argument("--spm", help="sentencepiece model (WORK/data/spm.model)")
+    parser.add_argument("--source-pieces",
+                        help="test sources as pieces (WORK/data/spm/test.SRC-TGT.SRC)")
+    parser.add_argument("--reference", help="raw test references (WORK/data/raw/test.SRC-TGT.TGT)")
+    parser.add_argument("--source-lang", default="en", help="source language (en)")
     parser.add_argument("--target-lang", default="de", help="reference language (de)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="CPU threads of each decoder (default: all cores, %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences a batch (64)")
     parser.add_argument("--out", help="output directory (RUN_DIR/decode_speed)")
     args = parser.parse_args(argv)
-    defaults = {"checkpoint": "checkpoints/checkpoint_last.pt", "data": "bin",
-                "spm": "spm.model", "source_pieces": "spm/test.en", "reference": "raw/test.de",
-                "out": "decode_speed"}
+    pair = f"{args.source_lang}-{args.target_lang}"
+    data = os.path.join("..", "..", "data")  # WORK/data beside WORK/runs/NAME
+    defaults = {"checkpoint": "checkpoints/checkpoint_last.pt", "data": f"{data}/bin",
+                "spm": f"{data}/spm.model",
+                "source_pieces": f"{data}/spm/test.{pair}.{args.source_lang}",
+                "reference": f"{data}/raw/test.{pair}.{args.target_lang}", "out": "decode_speed"}
     for name, relative in defaults.items():
         if getattr(args, name) is None:
             if args.run_dir is None:
                 parser.error(f"give --run-dir or --{name.replace('_', '-')}")
-            setattr(args, name, os.path.join(args.run_dir, relative))
+            setattr(args, name, os.path.normpath(os.path.join(args.run_dir, relative)))
         if name != "out" and not os.path.exists(getattr(args, name)):
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} does not exist")
     os.makedirs(args.out, exist_ok=True)

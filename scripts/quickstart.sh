@@ -6,6 +6,7 @@
 #   SIZE=smoke bash scripts/quickstart.sh    # ~1 min: checks the chain (its model does not translate)
 #   bash scripts/quickstart.sh --help        # settings, what it writes, how it resumes
 #
-# The program is deepnet_fairseq/recipes/quickstart.py (python -m deepnet_fairseq.recipes.quickstart).
+# The program is deepnet_fairseq/recipes/quickstart.py (python -m deepnet_fairseq.recipes quickstart):
+# the wmt17 recipe at the quickstart size, through the same runtime as scripts/wmt17/*.sh.
 set -euo pipefail
-exec "${DEEPNET_PYTHON:-python}" -m deepnet_fairseq.recipes.quickstart "$@"
+exec "${DEEPNET_PYTHON:-python}" -m deepnet_fairseq.recipes quickstart "$@"

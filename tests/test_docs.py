@@ -102,8 +102,10 @@ DOC_COMMANDS = [
     (r"python -m deepnet_fairseq\.fairseq_train_compat|fairseq-train --bf16|"
      r"torchrun --standalone --nproc_per_node \w+( -m \.\.\.compat)?",
      "tests/test_recipes_e2e.py::test_wmt17_two_cpu_processes_keep_the_effective_batch"),
-    (r"for arch in .*|fairseq-train runs/quickstart-quickstart-cpu/bin .*|done",
+    (r"for arch in .*|fairseq-train runs/quickstart/data/bin .*|done",
      "tests/test_cli.py::test_train_generate_resume_average_from_source_tree"),
+    (r"python -m deepnet_fairseq\.recipes quickstart",  # scripts/quickstart.sh runs it
+     "tests/test_hostile_runtime.py::test_quickstart_help_dry_run_and_thin_wrapper"),
     (r"python -m deepnet_fairseq\.recipes\.launch DATASET STEP|"
      r"bash scripts/wmt17/train\.sh --dry-run",
      "tests/test_recipes.py::test_dry_run_prints_settings_and_command_and_runs_nothing"),
@@ -114,7 +116,7 @@ DOC_COMMANDS = [
     (r"DEVICE=cpu NPROC=3 SIZE=smoke",
      "tests/test_recipes_e2e.py::test_wmt17_two_cpu_processes_keep_the_effective_batch"),
     (r"METHODS=\"deepnet admin\"|NNODES > 1", "tests/test_launch.py"),
-    (r"deepnet-export .*|fairseq-generate runs/quickstart/bin --path deepnet-plain\.pt .*|"
+    (r"deepnet-export .*|fairseq-generate runs/quickstart/data/bin --path deepnet-plain\.pt .*|"
      r"python benchmarks/decode_speed\.py .*", "tests/test_export.py::"
      "test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks"),
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra

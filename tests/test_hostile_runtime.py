@@ -216,39 +216,47 @@ def test_stale_temporaries_of_a_killed_attempt_are_found(tmp_path):
     assert runner._stale_temporaries(run_dir) == sorted(stale)
 
 
-# The quickstart's own settings, checked before anything runs.
+# The quickstart's settings, checked before anything runs: its own two, then the recipes'.
 QUICKSTART_ROWS = [
-    Row("misspelled name", {"QUICKSTART_UPDATE": "5"}, "did you mean QUICKSTART_UPDATES?"),
+    Row("misspelled name", {"MAX_UPDATES": "5"}, "did you mean MAX_UPDATE?"),
     Row("lower-case name", {"size": "smoke"}, "size=smoke: setting names are upper case"),
     Row("unknown device", {"DEVICE": "tpu"}, "DEVICE=tpu: the quickstart runs on cpu or cuda"),
     Row("unknown size", {"SIZE": "mini"}, "the quickstart's sizes are quickstart and smoke"),
-    Row("zero updates", {"QUICKSTART_UPDATES": "0"}, "expected a whole number >= 1"),
-    Row("data that is not Multi30k", {"QUICKSTART_DATA": "/nonexistent"}, "lacks train.en.gz"),
+    Row("zero updates", {"MAX_UPDATE": "0"}, "MAX_UPDATE and MAX_EPOCH are both 0"),
+    Row("local text without a directory", {"SOURCE": "local"}, "SOURCE=local needs LOCAL_DIR"),
 ]
 
 
 @pytest.mark.parametrize("row", QUICKSTART_ROWS, ids=lambda row: row.name)
-def test_quickstart_settings_are_checked(row):
-    with pytest.raises(quickstart.QuickstartError) as err:
-        quickstart.read_settings(row.env)
-    assert row.message in str(err.value)
+def test_quickstart_settings_are_checked(row, tmp_path, capsys, monkeypatch):
+    for name in ("SIZE", "DEVICE", "SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**row.env, "DEEPNET_WORK": str(tmp_path / "work")}.items():
+        monkeypatch.setenv(name, value)
+    assert quickstart.main([]) == 2
+    assert row.message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "work" / "runs")  # nothing trained
 
 
 def test_quickstart_leaves_a_directory_it_did_not_create_alone(tmp_path, capsys, monkeypatch):
+    """DEEPNET_WORK may be any directory; the data directory in it must be the recipes'."""
     mine = tmp_path / "mine"
-    mine.mkdir()
-    (mine / "notes.txt").write_text("x")
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "config.json").write_text("x")
     monkeypatch.setenv("SIZE", "smoke")
-    monkeypatch.setenv("QUICKSTART_DIR", str(mine))
+    monkeypatch.setenv("DEEPNET_WORK", str(mine))
     handler_before = signal.getsignal(signal.SIGTERM)
-    assert quickstart.main([]) == 1
-    assert "the quickstart did not create it" in capsys.readouterr().err
-    assert os.listdir(mine) == ["notes.txt"]
+    assert quickstart.main([]) == 2
+    assert f"{mine / 'data'} exists and the recipes did not create it" in capsys.readouterr().err
+    assert os.listdir(mine) == ["data"] and os.listdir(mine / "data") == ["config.json"]
+    assert (mine / "data" / "config.json").read_text() == "x"
     assert signal.getsignal(signal.SIGTERM) == handler_before  # the caller's handler is back
 
 
-def test_quickstart_progress_line_has_update_validation_and_eta():
-    progress = quickstart.Progress(total=1000, every=3600)
+def test_training_progress_line_has_update_validation_and_eta():
+    from deepnet_fairseq.recipes.runlog import Progress
+
+    progress = Progress(total=1000)
     progress.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
     progress.first = (25, progress.first[1] - 10.0)  # 10 s ago
     progress.feed("| train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
@@ -260,16 +268,26 @@ def test_quickstart_progress_line_has_update_validation_and_eta():
     # 25 updates in about 10 s: 950 left take about 380 s
     eta = int(line.split("ETA ")[1].split(" min")[0])
     assert 5 <= eta <= 7
+    epochs = Progress(total=0)  # an epoch limit decides: no fraction, no ETA
+    epochs.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    assert epochs.line().startswith("update 25, no validation yet") and "ETA" not in epochs.line()
 
 
-def test_quickstart_help_and_thin_wrapper():
-    """scripts/quickstart.sh hands over to the Python program; --help lists every setting,
-    and an unexpected argument is refused without running anything."""
+def test_quickstart_help_dry_run_and_thin_wrapper(tmp_path):
+    """scripts/quickstart.sh hands over to the recipes' program; --help lists its settings,
+    --dry-run shows the wmt17 recipe at the quickstart size without running anything, and an
+    unexpected argument is refused."""
     script = os.path.join(REPO, "scripts", "quickstart.sh")
     shown = subprocess.run(["bash", script, "--help"], capture_output=True, text=True)
     assert shown.returncode == 0
-    for name in quickstart.NAMES:
+    for name in ("SIZE", "DEVICE", "DEEPNET_WORK", "SOURCE", "MAX_UPDATE"):
         assert name in shown.stdout
+    env = {**os.environ, "DEEPNET_WORK": str(tmp_path / "work")}
+    dry = subprocess.run(["bash", script, "--dry-run"], capture_output=True, text=True, env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert re.search(r"SIZE += quickstart", dry.stderr)
+    assert "fairseq-train" in dry.stdout and "--encoder-embed-dim 128" in dry.stdout
+    assert not os.path.exists(tmp_path / "work")
     refused = subprocess.run(["bash", script, "now"], capture_output=True, text=True)
     assert refused.returncode == 2 and "unrecognized arguments: now" in refused.stderr
 
@@ -308,11 +326,12 @@ def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
     (no orphan keeps training), and the next launch resumes from that checkpoint, finishes,
     and leaves no temporary behind."""
     out = tmp_path / "qs"
-    env = dict(os.environ, SIZE="smoke", QUICKSTART_DIR=str(out), QUICKSTART_UPDATES="60")
+    env = dict(os.environ, SIZE="smoke", DEEPNET_WORK=str(out), MAX_UPDATE="60")
     script = os.path.join(REPO, "scripts", "quickstart.sh")
     output = open(tmp_path / "first.log", "wb")
     first = subprocess.Popen(["bash", script], env=env, stdout=output, stderr=output)
-    last = out / "checkpoints" / "checkpoint_last.pt"
+    run_dir = out / "runs" / "deepnet-6L-6L"
+    last = run_dir / "checkpoints" / "checkpoint_last.pt"
     deadline = time.time() + 300
     while time.time() < deadline and not last.exists() and first.poll() is None:
         time.sleep(0.5)
@@ -327,10 +346,10 @@ def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
     assert trainers and not any(_alive(pid) for pid in trainers), "fairseq-train outlived it"
     second = subprocess.run(["bash", script], env=env, capture_output=True, text=True)
     assert second.returncode == 0, second.stderr[-2000:]
-    log = (out / "train.log").read_text()
+    log = (run_dir / "train.log").read_text()
     assert re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ [1-9]\d* updates\)",
                      log)
-    assert "update 60/60" in second.stdout
+    assert "update 60/60" in second.stderr
     left = [str(p) for p in out.rglob("*") if p.name.startswith(".tmp-") or
             p.name.endswith(".pt.tmp")]
     assert not left, left

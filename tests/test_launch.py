@@ -207,8 +207,8 @@ def test_work_is_read_only_with_its_prefix():
     ({"DEVICE": "gpu"}, "expected one of auto, cuda, cpu"),
     ({"ADAM_BETAS": "0.9,0.98"}, r"as \(0.9, 0.98\)"),
     ({"MODEL": "huge"}, "MODEL=huge: one of base, iwslt, tiny"),
-    ({"SIZE": "tiny"}, "SIZE=tiny: one of mini, smoke or full"),
-    ({"SIZE": "../smoke"}, "SIZE=../smoke: one of mini, smoke or full"),
+    ({"SIZE": "tiny"}, "SIZE=tiny: one of mini, smoke, quickstart, quickstart-cuda or full"),
+    ({"SIZE": "../smoke"}, "SIZE=../smoke: one of mini, smoke, quickstart, quickstart-cuda or full"),
 ])
 def test_typos_and_bad_values_are_reported(env, message):
     with pytest.raises(SettingError, match=message):
@@ -472,8 +472,8 @@ def test_one_tiny_size():
     assert width == (64, 128, 2)  # the paper's Figure 5 models, written out by hand
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
     assert (cfg.int("EMBED_DIM"), cfg.int("FFN_DIM"), cfg.int("HEADS")) == width
-    smoke = quickstart.SIZES["smoke/cpu"]
-    assert (smoke.dim, smoke.ffn, smoke.heads) == width
+    smoke = settings.resolve("wmt17", quickstart.recipe_env({"SIZE": "smoke"}, REPO), REPO)
+    assert (smoke.int("EMBED_DIM"), smoke.int("FFN_DIM"), smoke.int("HEADS")) == width
     args = methods.tiny_width_args()
     assert [int(args[args.index(flag) + 1]) for flag in (
         "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \

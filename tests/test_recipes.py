@@ -88,9 +88,12 @@ def test_dry_run_prints_settings_and_command_and_runs_nothing(tmp_path):
 
 
 def test_prepare_refuses_to_delete_what_it_did_not_create(tmp_path):
-    # DEEPNET_WORK pointed at a directory that holds someone's data/raw.tmp
+    # DEEPNET_WORK pointed at a directory whose data/ (the recipes') holds someone's raw.tmp;
+    # a data/ the recipes did not create is refused before anything is written
+    # (test_hostile_runtime.py::test_quickstart_leaves_a_directory_it_did_not_create_alone)
     precious = tmp_path / "data" / "raw.tmp"
     precious.mkdir(parents=True)
+    (tmp_path / "data" / ".deepnet-recipes").write_text("")
     (precious / "notes.txt").write_text("not the recipes'")
     proc = bash(os.path.join(REPO, "scripts", "wmt17", "prepare.sh"),
                 {"SIZE": "smoke", "SOURCE": "multi30k", "DEVICE": "cpu",

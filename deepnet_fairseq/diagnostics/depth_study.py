@@ -6,7 +6,7 @@ Every run is a real ``fairseq-train`` (``--user-dir deepnet_fairseq``, the metho
 from ``deepnet_fairseq/methods.py``, the 64-128-2 width, ``--criterion cross_entropy``), on a
 generated reverse-copy corpus (binarised with fairseq-preprocess into OUTPUT/data) or on any
 binarised translation directory given with --data (e.g. Multi30k from scripts/quickstart.sh:
---data runs/quickstart-smoke/bin --source-lang en --target-lang de). Status of a run:
+--data runs/quickstart-smoke/data/bin --source-lang en --target-lang de). Status of a run:
 
   diverged  the loss became non-finite (fairseq stops with "gradients are Nan/Inf")
   stalled   final validation loss not below the source-blind baseline minus --margin bits;

@@ -1,4 +1,6 @@
-"""The recipes' command line: ``python -m deepnet_fairseq.recipes [--repo REPO] DATASET STEP``.
+"""The recipes' command line: ``python -m deepnet_fairseq.recipes [--repo REPO] DATASET STEP``,
+or ``python -m deepnet_fairseq.recipes quickstart [--dry-run]`` (``quickstart.py``: the wmt17
+recipe at the quickstart size, every step).
 
 DATASET is wmt17, opus100 or iwslt14; STEP is prepare (``prepare``: download or local text,
 cleaning, sentencepiece, fairseq-preprocess), train, evaluate or sweep (``runner``). The
@@ -14,26 +16,26 @@ import sys
 
 from . import prepare, runner
 from .launch import print_settings
-from .settings import DATASETS, SettingError, resolve
+from .settings import DATASETS, SettingError, home, resolve
 from .workdir import Busy, NotOurs, describe_os_error
-
-
-def _home() -> str:
-    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return checkout if os.path.isdir(os.path.join(checkout, "scripts")) else os.getcwd()
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repo", default=_home(),
+    parser.add_argument("--repo", default=home(),
                         help="where runs/ goes unless DEEPNET_WORK says: the checkout this "
                              "package is in, or the current directory for an installed copy")
     parser.add_argument("dataset", choices=DATASETS)
     parser.add_argument("step", choices=("prepare", "train", "evaluate", "sweep"))
     parser.add_argument("--dry-run", action="store_true",
                         help="print the settings, layout and command; run nothing")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["quickstart"]:  # all of its steps, with its own sizes (quickstart.py)
+        from . import quickstart
+
+        return quickstart.main(argv[1:])
     args = parser.parse_args(argv)
     try:
         cfg = resolve(args.dataset, os.environ, args.repo)

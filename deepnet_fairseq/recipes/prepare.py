@@ -36,7 +36,7 @@ from .corpus import SPLITS, prepare as prepare_text
 from .launch import paths
 from .runner import Interrupted, log, run_forwarding
 from .settings import SettingError, Settings
-from .workdir import building, make_dirs, publish
+from .workdir import MARKER, building, is_ours, make_dirs, publish
 
 # WMT-17 En-De training data (the statmt.org archives) and the corpora inside them
 WMT17_ARCHIVES = (
@@ -442,6 +442,10 @@ def prepare(cfg: Settings) -> int:
     for tool in ("fairseq-preprocess",):
         if shutil.which(tool) is None:
             raise PrepareError(f"{tool} not found on PATH; run: bash scripts/install.sh")
+    if os.path.isdir(data) and not is_ours(data):
+        raise PrepareError(f"{data} exists and the recipes did not create it (no {MARKER} in "
+                           "it): refusing to write into it. Choose another DEEPNET_WORK, or "
+                           "move the directory away")
     make_dirs(data)
     write_json(os.path.join(data, "config.json"),
                {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})

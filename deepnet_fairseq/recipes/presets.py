@@ -221,6 +221,67 @@ MINI = Preset("size", "mini", (
     ('BEAM', '5', CHOSEN, 'as the wmt17 dataset'),
 ])
 
+QUICKSTART = Preset("size", "quickstart", (
+    "SIZE=quickstart: the README's first command (bash scripts/quickstart.sh, which sets it): "
+    "the wmt17 recipe on the Multi30k copy shipped with the package, one 6L-6L DeepNet that "
+    "translates within 15 minutes on 2 CPU cores. Every value was chosen from measured learning "
+    "curves (docs/real-text.md); measured: sacreBLEU in README.md."
+), [
+    ('SOURCE', 'multi30k', CHOSEN, 'the corpus shipped in deepnet_fairseq/corpora: no download'),
+    ('METHODS', 'deepnet', CHOSEN, 'one DeepNet ...'),
+    ('DEPTHS', '6', CHOSEN, '... of 6 layers per side'),
+    ('EMBED_DIM', '128', CHOSEN, 'the widest model that translates within 15 CPU minutes'),
+    ('FFN_DIM', '512', CHOSEN, '4 x width, as Transformer-base'),
+    ('HEADS', '4', CHOSEN, '32 dimensions per head'),
+    ('TRAIN_LINES', '0', CHOSEN, 'all 29,000 training pairs'),
+    ('VALID_LINES', '0', CHOSEN, 'all 1,014 validation pairs'),
+    ('TEST_LINES', '0', CHOSEN, 'all 1,000 test_2016_flickr pairs'),
+    ('VOCAB', '4000', CHOSEN, 'joint sentencepiece: the best of 2,000 / 4,000 / 8,000 measured'),
+    ('SPM_SENTENCES', '100000', CHOSEN, 'every sentence of both sides'),
+    ('TOKENS_PER_UPDATE', '2048', CHOSEN, 'one process, update-freq 1 ...'),
+    ('MAX_TOKENS', '2048', CHOSEN, '... of 2,048 tokens'),
+    ('LR', '1.5e-3', CHOSEN, 'the highest peak that trained smoothly at this size'),
+    ('WARMUP', '400', CHOSEN, 'inverse_sqrt warmup: 40% of the run'),
+    ('DROPOUT', '0.1', CHOSEN, 'a small model, under 2 epochs'),
+    ('WEIGHT_DECAY', '0.0', CHOSEN, 'no decay over so short a run'),
+    ('MAX_UPDATE', '1000', CHOSEN, 'about 8 minutes on 2 CPU cores; MAX_UPDATE=2000 with '
+                                   'RETRY=1 trains further on the same schedule'),
+    ('SAVE_INTERVAL_UPDATES', '250', CHOSEN, 'a validation and a checkpoint every 250 updates'),
+    ('AVERAGE_LAST', '1', CHOSEN, 'the last checkpoint, not an average, is decoded'),
+    ('LOG_INTERVAL', '25', CHOSEN, 'a training line every 25 updates'),
+    ('BEAM', '5', CHOSEN, 'as the wmt17 dataset'),
+    ('TOKENIZED_BLEU', '0', CHOSEN, 'detokenised sacreBLEU, the figure users compare'),
+    ('COMPOUND_SPLIT', '0', CHOSEN, 'with TOKENIZED_BLEU'),
+])
+
+QUICKSTART_CUDA = Preset("size", "quickstart-cuda", (
+    "SIZE=quickstart-cuda: what bash scripts/quickstart.sh runs with DEVICE=cuda: the same "
+    "recipe with a 512-wide model on one GPU."
+), [
+    ('SOURCE', 'multi30k', CHOSEN, 'as SIZE=quickstart'),
+    ('METHODS', 'deepnet', CHOSEN, 'as SIZE=quickstart'),
+    ('DEPTHS', '6', CHOSEN, 'as SIZE=quickstart'),
+    ('MODEL', 'base', CHOSEN, 'Transformer-base width, which a GPU trains in minutes'),
+    ('TRAIN_LINES', '0', CHOSEN, 'all 29,000 training pairs'),
+    ('VALID_LINES', '0', CHOSEN, 'all validation pairs'),
+    ('TEST_LINES', '0', CHOSEN, 'all test_2016_flickr pairs'),
+    ('VOCAB', '8000', CHOSEN, 'a larger joint vocabulary for the larger model'),
+    ('SPM_SENTENCES', '100000', CHOSEN, 'every sentence of both sides'),
+    ('TOKENS_PER_UPDATE', '8192', CHOSEN, 'one GPU ...'),
+    ('MAX_TOKENS', '8192', CHOSEN, '... 8,192 tokens per step'),
+    ('LR', '7e-4', CHOSEN, 'a 512-wide model takes a lower peak'),
+    ('WARMUP', '1000', CHOSEN, 'inverse_sqrt warmup'),
+    ('DROPOUT', '0.3', CHOSEN, 'a large model on a small corpus'),
+    ('WEIGHT_DECAY', '0.0', CHOSEN, 'as SIZE=quickstart'),
+    ('MAX_UPDATE', '6000', CHOSEN, 'about 17 epochs'),
+    ('SAVE_INTERVAL_UPDATES', '500', CHOSEN, 'a validation and a checkpoint every 500 updates'),
+    ('AVERAGE_LAST', '1', CHOSEN, 'as SIZE=quickstart'),
+    ('LOG_INTERVAL', '100', CHOSEN, 'a training line every 100 updates'),
+    ('BEAM', '5', CHOSEN, 'as the wmt17 dataset'),
+    ('TOKENIZED_BLEU', '0', CHOSEN, 'as SIZE=quickstart'),
+    ('COMPOUND_SPLIT', '0', CHOSEN, 'as SIZE=quickstart'),
+])
+
 SMOKE = Preset("size", "smoke", (
     'SIZE=smoke: the whole chain in about a minute per dataset on 2 CPU cores (CI, laptops). '
     'Numbers chosen only to be small; nothing here is a paper setting.'
@@ -302,7 +363,7 @@ CPU = Preset("machine", "cpu", (
 ])
 
 DATASETS = {p.name: p for p in (WMT17, OPUS100, IWSLT14)}
-SIZES = {p.name: p for p in (MINI, SMOKE)}  # SIZE=full: the dataset's own values
+SIZES = {p.name: p for p in (MINI, SMOKE, QUICKSTART, QUICKSTART_CUDA)}  # SIZE=full: the dataset's own values
 MODELS = {p.name: p for p in (BASE, IWSLT, TINY)}
 MACHINES = {p.name: p for p in (CUDA, CPU)}
 ALL = (*DATASETS.values(), *SIZES.values(), *MODELS.values(), *MACHINES.values())

@@ -24,6 +24,8 @@ import argparse
 import math
 import re
 import sys
+import threading
+import time
 from typing import Dict, Optional
 
 from . import write_json
@@ -82,6 +84,49 @@ class DivergenceWatch:
                           f"{self.patience} validations in a row after the warmup "
                           f"(STOP_DIVERGED={self.patience}; 0 trains on)"}
         return bool(self.stopped)
+
+
+def minutes(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+class Progress:
+    """Reads fairseq-train's output as it comes and makes one line of where the run is:
+    update (of ``total``; 0 when an epoch limit decides), last validation loss, elapsed time
+    and an ETA from this attempt's own rate (a resumed attempt starts at its checkpoint)."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.start = time.time()
+        self.first: Optional[tuple] = None  # (update, time) of this attempt's first record
+        self.update = 0
+        self.valid: Optional[tuple] = None  # (update, loss in bits)
+        self.lock = threading.Lock()
+
+    def feed(self, line: str) -> None:
+        updates, loss = UPDATES.search(line), VALID_LOSS.search(line)
+        if not updates:
+            return
+        with self.lock:
+            self.update = int(updates.group(1))
+            if self.first is None:
+                self.first = (self.update, time.time())
+            if loss:
+                self.valid = (self.update, _float(loss.group(1)))
+
+    def line(self) -> str:
+        with self.lock:
+            now, update = time.time(), self.update
+            text = (f"update {update}/{self.total} ({update / self.total:.0%})" if self.total
+                    else f"update {update}")
+            text += (f", validation loss {self.valid[1]:.2f} bits at update {self.valid[0]}"
+                     if self.valid else ", no validation yet")
+            text += f", {minutes(now - self.start)} elapsed"
+            if self.total and self.first and update > self.first[0]:
+                rate = (update - self.first[0]) / (now - self.first[1])
+                text += f", ETA {minutes(max(self.total - update, 0) / rate)}"
+            return text
 
 
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,

@@ -41,6 +41,7 @@ from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, i
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KILL_AFTER_S = 20  # after passing a signal on, SIGKILL what is left after this long
+PROGRESS_EVERY_S = 30  # a training's progress line (update, validation loss, ETA) this often
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -322,14 +323,26 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
 
     watch = runlog.DivergenceWatch(_vocab_size(where["BIN"]), cfg.int("WARMUP"),
                                    cfg.int("STOP_DIVERGED"))
+    progress = runlog.Progress(cfg.int("MAX_UPDATE"))
 
     def echo(line):
+        progress.feed(line)
         if "valid on '" in line:
             print("    " + line.rstrip(), file=sys.stderr, flush=True)
         return watch.feed(line)
 
-    code, signum = run_forwarding(command, env, [attempt_log, train_log], echo,
-                                  pass_fds=(lock.fd,))
+    def every_so_often(done: threading.Event):
+        while not done.wait(PROGRESS_EVERY_S):
+            log(cfg, "train", f"{name}: {progress.line()}")
+
+    done = threading.Event()
+    threading.Thread(target=every_so_often, args=(done,), daemon=True).start()
+    try:
+        code, signum = run_forwarding(command, env, [attempt_log, train_log], echo,
+                                      pass_fds=(lock.fd,))
+    finally:
+        done.set()
+    log(cfg, "train", f"{name}: {progress.line()}")
     ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
     for path in (attempt_log, train_log):
         _append(path, f"==== attempt {number} ended {_now()}: {ending}\n")

@@ -50,7 +50,8 @@ def _s(kind, help, default=None, prefix_only=False):
 # Every name the recipes read. Defaults of dataset/size/model/machine values: presets.py.
 SETTINGS: Dict[str, Setting] = {
     # what to run, where
-    "SIZE": _s("text", "full, mini or smoke (presets.SIZES)", "full"),
+    "SIZE": _s("text", "full, mini, smoke, quickstart or quickstart-cuda (presets.SIZES)",
+               "full"),
     "DEVICE": _s("auto|cuda|cpu", "auto: cuda when a GPU is visible", "auto"),
     "WORK": _s("path", "output directory [runs/<dataset>, runs/<dataset>-<SIZE>]",
                prefix_only=True),
@@ -256,6 +257,13 @@ def from_env(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
     if name in env and not SETTINGS[name].prefix_only:
         return env[name], f"environment {name}"
     return None
+
+
+def home() -> str:
+    """Where ``runs/`` goes by default: the checkout this package is in (beside scripts/), or
+    the current directory for an installed copy."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return checkout if os.path.isdir(os.path.join(checkout, "scripts")) else os.getcwd()
 
 
 def resolve(dataset: str, env: Mapping[str, str], repo: str,
