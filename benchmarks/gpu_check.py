@@ -3,23 +3,25 @@
     bash benchmarks/gpu_check.sh                      # one GPU: 20-40 min (estimated, not measured)
     bash benchmarks/gpu_check.sh --device cpu --tiny  # the chain at toy size: 2 min on 2 CPU cores
 
-What it runs, in OUT (default runs/gpu-check-DEVICE[-tiny]):
+What it runs, in OUT (default runs/gpu-check-DEVICE[-tiny]), through the recipes' own runtime
+(deepnet_fairseq.recipes: the same settings, planning, process handling and logs as
+``bash scripts/wmt17/*.sh``; the wmt17 recipe with SOURCE=multi30k at the check's size):
 
-1. data: Multi30k en-de as shipped (deepnet_fairseq/corpora) -> joint sentencepiece
-   (python -m deepnet_fairseq.spm) -> fairseq-preprocess, in OUT/data;
-2. train-PRECISION-DEPTHL: fairseq-train --arch deepnet_transformer at base width
-   (512/2048/8 heads) for each precision (--fp16, --bf16) and depth (18L-18L; 100L-100L with
-   --checkpoint-activations), --updates updates (Adam, inverse_sqrt, label smoothing 0.1,
-   dropout 0.1: a check, not a tuned recipe) on GPU 0 alone, every update logged (bf16 through
-   deepnet_fairseq.fairseq_train_compat: fairseq-train's own main, without its switch of
-   --bf16 to a TPU, as the recipes launch it). It passes when fairseq-train exits 0 at the
-   requested update, every logged loss is finite, the mean loss of the last 10 logged updates
-   (a quarter of them when fewer than 40) is at least --min-loss-drop (a fraction) below that
-   of the first 10, the run classifies as ok (deepnet_fairseq.recipes.runlog) and, in fp16,
-   there is no overflow cascade;
-3. generate-fp16-DEPTHL: fairseq-generate --fp16 (beam 5) of test_2016_flickr with each fp16
-   model, scored with sacreBLEU; it passes when every test sentence is translated and the BLEU
-   is a number (the BLEU of a few hundred updates is reported, not judged);
+1. data: the recipes' prepare step on Multi30k en-de as shipped (deepnet_fairseq/corpora):
+   cleaning, joint sentencepiece, fairseq-preprocess, in OUT/data;
+2. train-PRECISION-DEPTHL: the recipes' train step, a DeepNet (deepnet_transformer) at base
+   width (512/2048/8 heads) for each precision (fp16, bf16) and depth (18L-18L; 100L-100L
+   with activation checkpointing), --updates updates (Adam, inverse_sqrt, label smoothing 0.1,
+   dropout 0.1: a check, not a tuned recipe) in one process on GPU 0, every update logged, in
+   OUT/runs/train-PRECISION-DEPTHL (its log copied into OUT/cases/NAME). It passes when
+   training reaches the requested update, every logged loss is finite, the mean loss of the
+   last 10 logged updates (a quarter of them when fewer than 40) is at least --min-loss-drop
+   (a fraction) below that of the first 10, the run's status is ok and, in fp16, there is no
+   overflow cascade;
+3. generate-fp16-DEPTHL: the recipes' evaluate step (fairseq-generate --fp16, beam 5, of
+   test_2016_flickr, scored with sacreBLEU) of each fp16 model; it passes when every test
+   sentence is translated and the BLEU is a number (the BLEU of a few hundred updates is
+   reported, not judged);
 4. throughput-DEPTHL: benchmarks/throughput.py at the same shape: deepnet_transformer against
    fairseq's Post-LN transformer, in fp16, alternating in one process (tokens/s and step peak
    memory of each, and their ratios); it passes when both models were measured. At 100L-100L
@@ -57,7 +59,6 @@ when some checks were not run on this device), 1 when one failed, 2 on bad argum
 
 import argparse
 import datetime
-import gzip
 import json
 import math
 import os
@@ -73,18 +74,16 @@ from typing import Dict, List, Optional
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-import deepnet_fairseq  # noqa: E402
-from deepnet_fairseq import spm  # noqa: E402
-from deepnet_fairseq.corpora import multi30k_dir  # noqa: E402
-from deepnet_fairseq.diagnostics.common import positive_ints, tiny_width_args  # noqa: E402
-from deepnet_fairseq.recipes import runlog, write_atomically, write_json  # noqa: E402
+from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
+from deepnet_fairseq.recipes import prepare, runner, write_atomically, write_json  # noqa: E402
+from deepnet_fairseq.recipes.launch import (method_args, paths, plan_layout, task_args,  # noqa: E402
+                                            train_command)
 from deepnet_fairseq.recipes.score import hypotheses  # noqa: E402
-from deepnet_fairseq.recipes.workdir import fresh, make_dirs, publish, remove_tree  # noqa: E402
+from deepnet_fairseq.recipes.settings import PREFIX, SETTINGS, resolve  # noqa: E402
+from deepnet_fairseq.recipes.workdir import make_dirs, remove_tree  # noqa: E402
 
-BASE_WIDTH = ["--encoder-embed-dim", "512", "--encoder-ffn-embed-dim", "2048",
-              "--encoder-attention-heads", "8", "--decoder-attention-heads", "8"]
 PRECISIONS = ("fp16", "bf16")
-SPLITS = (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr"))  # ours, Multi30k's
+DATASET = "wmt17"  # the recipe whose runtime the check runs: SOURCE=multi30k, its own sizes
 # Defaults per size; every value is a starting point chosen for a few-hundred-update check, not
 # a tuned setting. lines: sentence pairs kept per split (0: all).
 PRESETS = {
@@ -314,104 +313,79 @@ def judge_throughput(exit_code: int, rows: Optional[Dict]) -> Dict:
 # ------------------------------------------------------------------ the checks
 
 
-def run_logged(cmd: List[str], log_path: str, device: str) -> int:
-    """Run CMD with its output going to LOG_PATH (written under a temporary name, renamed at
-    the end); the exit status, 127 when the program is missing. On CPU one thread per process
-    unless OMP_NUM_THREADS says otherwise: on a shared machine torch's threads wait for each
-    other and a tiny run takes 20 times longer (measured: 300 s instead of 14 s)."""
-    env = dict(os.environ)
-    if device == "cpu":
-        env.setdefault("OMP_NUM_THREADS", "1")
+def run_logged(cmd: List[str], log_path: str, env: Dict[str, str]) -> int:
+    """Run CMD (through the recipes' runner: signals passed on, it dies with the check) with
+    its output going to LOG_PATH, written under a temporary name and renamed at the end; the
+    exit status, 127 when the program is missing."""
     tmp = f"{log_path}.tmp{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(cmd) + "\n")
-        log.flush()
-        try:
-            code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
-        except FileNotFoundError as err:
+    try:
+        code, signum = runner.run_forwarding(cmd, env, [tmp])
+    except FileNotFoundError as err:
+        with open(tmp, "a", encoding="utf-8") as log:
             log.write(f"{err}\n")
-            code = 127
+        code, signum = 127, None
     os.replace(tmp, log_path)
+    if signum:
+        raise runner.Interrupted(signum)
     return code
 
 
-def prepare_data(args, data: str) -> Dict:
-    """Multi30k en-de -> raw text -> sentencepiece -> fairseq binary (DATA/bin), each step
-    skipped when done with the same settings."""
-    spec = {"vocab": args.vocab, "lines": args.lines}
-    done = os.path.join(data, "prepared.json")
-    if os.path.exists(done):
-        with open(done, encoding="utf-8") as handle:
-            if json.load(handle) == spec:
-                return spec
-        raise ValueError(f"{data} holds data prepared with other settings; use another --out")
-    make_dirs(data)
-    source = multi30k_dir()
-    for ours, theirs in SPLITS:
-        for lang in ("en", "de"):
-            with gzip.open(os.path.join(source, f"{theirs}.{lang}.gz"), "rt",
-                           encoding="utf-8") as handle:
-                lines = handle.read().splitlines()
-            keep = args.lines[ours] or len(lines)
-            write_atomically(os.path.join(data, f"{ours}.{lang}"), "\n".join(lines[:keep]) + "\n")
-    model = os.path.join(data, "spm.model")
-    spm.train([os.path.join(data, f"train.{lang}") for lang in ("en", "de")],
-              os.path.join(data, "spm"), args.vocab)
-    pieces = fresh(os.path.join(data, "pieces.tmp"))
-    for ours, _ in SPLITS:
-        for lang in ("en", "de"):
-            with open(os.path.join(data, f"{ours}.{lang}"), encoding="utf-8") as src, \
-                    open(os.path.join(pieces, f"{ours}.{lang}"), "w", encoding="utf-8") as dst:
-                spm.encode(model, src, dst)
-    binary = fresh(os.path.join(data, "bin.tmp"))
-    prefixes = [f"--{name}pref" for name in ("train", "valid", "test")]
-    cmd = ["fairseq-preprocess", "--source-lang", "en", "--target-lang", "de",
-           "--joined-dictionary", "--destdir", binary, "--workers", "2"]
-    for flag, (ours, _) in zip(prefixes, SPLITS):
-        cmd += [flag, os.path.join(pieces, ours)]
-    code = run_logged(cmd, os.path.join(data, "preprocess.log"), args.device)
-    if code != 0:
-        raise RuntimeError(f"fairseq-preprocess exited {code}; see {data}/preprocess.log")
-    publish(binary, os.path.join(data, "bin"))
-    remove_tree(pieces)
-    write_json(done, spec)
-    return spec
-
-
-def train_command(args, data: str, case: str, precision: str, depth: int) -> List[str]:
-    width = tiny_width_args() if args.tiny else BASE_WIDTH
-    # fairseq-train turns --bf16 into --tpu, and its fp16 path makes two CUDA-only calls: its
-    # cli_main with those lifted (fairseq_train_compat), as the recipes launch it
-    compat = precision == "bf16" or (args.device == "cpu" and precision == "fp16")
-    program = ([sys.executable, "-m", "deepnet_fairseq.fairseq_train_compat"]
-               if compat else ["fairseq-train"])
-    cmd = [*program, os.path.join(data, "bin"), "--user-dir", deepnet_fairseq.USER_DIR,
-           "--arch", "deepnet_transformer", "--encoder-layers", str(depth),
-           "--decoder-layers", str(depth), *width, "--share-all-embeddings", "--dropout", "0.1",
-           "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", str(args.lr),
-           "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(args.warmup),
-           "--clip-norm", "0.0", "--criterion", "label_smoothed_cross_entropy",
-           "--label-smoothing", "0.1", "--max-tokens", str(args.max_tokens),
-           "--max-update", str(args.updates), "--seed", "1", "--log-format", "simple",
-           "--log-interval", "1", "--save-dir", os.path.join(case, "checkpoints"),
-           "--distributed-world-size", "1", f"--{precision}"]  # one GPU, whatever is visible
+def recipe_env(args, precision: str = "fp32", depth: int = 1) -> Dict[str, str]:
+    """The recipes' environment of one check: the wmt17 recipe on the shipped Multi30k, in
+    OUT, at the check's size (one process, Adam, inverse_sqrt, label smoothing 0.1, dropout
+    0.1: a check, not a tuned recipe), every update logged. Recipe settings of the caller's
+    environment are left out, so that the check is the same wherever it runs; on CPU one
+    thread per process unless OMP_NUM_THREADS says otherwise (on a shared machine torch's
+    threads wait for each other: a tiny run took 300 s instead of 14 s)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in SETTINGS and not k.startswith(PREFIX)}
     if args.device == "cpu":
-        cmd.append("--cpu")
-    if depth >= args.checkpoint_depth:
-        cmd.append("--checkpoint-activations")
-    # only the models that are decoded are saved (the model alone, no optimizer state)
+        env.setdefault("OMP_NUM_THREADS", "1")
     decoded = precision == "fp16"
-    cmd += ["--no-epoch-checkpoints", "--no-save-optimizer-state"] if decoded else ["--no-save"]
-    return cmd
+    values = {
+        "WORK": args.out, "SIZE": "full", "SOURCE": "multi30k", "DEVICE": args.device,
+        "NPROC": "1", "NNODES": "1", "LAUNCHER": "none", "MODEL": args.size,
+        "VOCAB": args.vocab, "SPM_SENTENCES": 100000, "TRAIN_LINES": args.lines["train"],
+        "VALID_LINES": args.lines["valid"], "TEST_LINES": args.lines["test"],
+        "METHOD": "deepnet", "LAYERS": depth, "PRECISION": precision,
+        "CHECKPOINT_ACTIVATIONS": int(depth >= args.checkpoint_depth),
+        "LR": args.lr, "WARMUP": args.warmup, "WARMUP_INIT_LR": "1e-7", "DROPOUT": "0.1",
+        "WEIGHT_DECAY": "0.0", "MAX_TOKENS": args.max_tokens,
+        "TOKENS_PER_UPDATE": args.max_tokens, "MAX_UPDATE": args.updates, "MAX_EPOCH": 0,
+        "FP16_INIT_SCALE": 128, "MIN_LOSS_SCALE": "0.0001", "LOG_INTERVAL": 1,
+        "SAVE_INTERVAL_UPDATES": args.updates, "AVERAGE_LAST": 1, "STOP_DIVERGED": 0,
+        "RUN_NAME": f"train-{precision}-{depth}L", "BEAM": 5, "TOKENIZED_BLEU": 0,
+        "COMPOUND_SPLIT": 0,
+        # only the models that are decoded are saved, and without their optimizer state
+        "TRAIN_ARGS": "--no-save-optimizer-state" if decoded else "--no-save"}
+    return {**env, **{PREFIX + name: str(value) for name, value in values.items()}}
 
 
-def generate_command(args, data: str, checkpoint: str) -> List[str]:
-    cmd = ["fairseq-generate", os.path.join(data, "bin"), "--user-dir", deepnet_fairseq.USER_DIR,
-           "--path", checkpoint, "--gen-subset", "test", "--beam", "5", "--batch-size", "128",
-           # fairseq 0.12 drops a last batch whose size is not a multiple of 8 without this
-           "--required-batch-size-multiple", "1", "--max-len-a", "1.2", "--max-len-b", "10",
-           "--bpe", "sentencepiece", "--sentencepiece-model", os.path.join(data, "spm.model")]
-    return cmd + (["--cpu"] if args.device == "cpu" else ["--fp16"])
+def data_spec(args) -> Dict:
+    return {"vocab": args.vocab, "lines": args.lines}
+
+
+def prepare_data(args) -> Dict:
+    """The recipe's prepare step (text, cleaning, sentencepiece, fairseq-preprocess) into
+    OUT/data, each stage skipped when done; data prepared with other settings is refused."""
+    stored = os.path.join(args.out, "data-spec.json")
+    if os.path.exists(stored):
+        with open(stored, encoding="utf-8") as handle:
+            if json.load(handle) != data_spec(args):
+                raise ValueError(f"{args.out}/data holds data prepared with other settings; "
+                                 "use another --out")
+    env = recipe_env(args)
+    prepare.prepare(resolve(DATASET, env, REPO))
+    write_json(stored, data_spec(args))
+    return data_spec(args)
+
+
+def planned_command(env: Dict[str, str]) -> List[str]:
+    """The training command the recipes' planner makes for ENV (the check's spec)."""
+    cfg = resolve(DATASET, env, REPO)
+    return train_command(cfg, plan_layout(cfg, env), method_args(cfg), task_args(cfg, True))
 
 
 def throughput_command(args, depth: int, rows: str) -> List[str]:
@@ -420,8 +394,8 @@ def throughput_command(args, depth: int, rows: str) -> List[str]:
             "on" if depth >= args.checkpoint_depth else "off", "--json", rows]
 
 
-def vocab_size(data: str) -> int:
-    with open(os.path.join(data, "bin", "dict.en.txt"), encoding="utf-8") as handle:
+def vocab_size(out: str) -> int:
+    with open(os.path.join(out, "data", "bin", "dict.en.txt"), encoding="utf-8") as handle:
         return sum(1 for _ in handle) + 4  # fairseq's <s>, <pad>, </s>, <unk>
 
 
@@ -430,7 +404,6 @@ class Checks:
 
     def __init__(self, args):
         self.args, self.out = args, make_dirs(args.out)
-        self.data = os.path.join(self.out, "data")
         self.results: List[Dict] = []
 
     def case_dir(self, name: str) -> str:
@@ -464,59 +437,72 @@ class Checks:
         start = time.monotonic()
         try:
             result = body(self.case_dir(name))
+        except runner.Interrupted:
+            raise  # stopped by a signal: the check as a whole stops (run it again to resume)
         except Exception as err:  # noqa: BLE001 - one failed check must not stop the others
             result = {"status": "fail", "reason": f"{type(err).__name__}: {err}", "figures": {}}
         return self.record(name, kind, result, spec, round(time.monotonic() - start, 1))
 
     def train(self, precision: str, depth: int) -> Dict:
+        """The recipes' train step (runner.train) of one precision and depth, judged from its
+        log; the run is OUT/runs/train-PRECISION-DEPTHL, its log copied into the case."""
         name = f"train-{precision}-{depth}L"
+        env = recipe_env(self.args, precision, depth)
 
         def body(case):
-            checkpoints = os.path.join(case, "checkpoints")
-            remove_tree(checkpoints)  # a stale attempt's checkpoint would be resumed
-            make_dirs(checkpoints)
-            log = os.path.join(case, "train.log")
-            code = run_logged(train_command(self.args, self.data, case, precision, depth), log,
-                              self.args.device)
-            with open(log, encoding="utf-8") as handle:
+            cfg = resolve(DATASET, env, REPO)
+            run_dir = paths(cfg)["RUN_DIR"]
+            remove_tree(run_dir)  # a stale attempt would be resumed, its log judged in part
+            code = runner.train(cfg, env)
+            with open(os.path.join(run_dir, "train.log"), encoding="utf-8") as handle:
                 text = handle.read()
-            status = runlog.classify(text, code, vocab_size(self.data), self.args.warmup)
+            write_atomically(os.path.join(case, "train.log"), text)
+            with open(os.path.join(run_dir, "status.json"), encoding="utf-8") as handle:
+                status = json.load(handle)
             return judge_training(parse_train_log(text), status, code, precision,
                                   self.args.updates, self.args.min_loss_drop,
                                   self.args.overflow_run)
 
-        spec = {"command": train_command(self.args, self.data, "CASE", precision, depth),
-                "min_loss_drop": self.args.min_loss_drop, "overflow_run": self.args.overflow_run}
+        spec = {"command": planned_command(env), "min_loss_drop": self.args.min_loss_drop,
+                "overflow_run": self.args.overflow_run}
         return self.run(name, "train", spec, body)
 
     def generate(self, trained: Dict, depth: int, precision: str) -> Dict:
+        """The recipes' evaluate step (runner.evaluate: fairseq-generate, beam 5, sacreBLEU) of
+        a trained fp16 model, judged on every test sentence."""
         name = f"generate-{precision}-{depth}L"
         if trained["status"] != "pass":
             return self.record(name, "generate", {
                 "status": "fail", "figures": {},
                 "reason": f"not decoded: its training {trained['name']} did not pass"})
-        checkpoint = os.path.join(self.out, "cases", trained["name"], "checkpoints",
-                                  "checkpoint_last.pt")
+        env = recipe_env(self.args, "fp16", depth)
 
         def body(case):
-            output = os.path.join(case, "generate.txt")
-            code = run_logged(generate_command(self.args, self.data, checkpoint), output,
-                              self.args.device)
-            with open(output, encoding="utf-8") as handle:
-                text = handle.read()
-            with open(os.path.join(self.data, "test.de"), encoding="utf-8") as handle:
+            cfg = resolve(DATASET, env, REPO)
+            where, pair = paths(cfg), f"{cfg['SRC']}-{cfg['TGT']}"
+            code = runner.evaluate(cfg, env)
+            output = os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt")
+            text = ""
+            if os.path.exists(output):
+                with open(output, encoding="utf-8") as handle:
+                    text = handle.read()
+                write_atomically(os.path.join(case, "generate.txt"), text)
+            with open(os.path.join(where["RAW"], f"test.{pair}.{cfg['TGT']}"),
+                      encoding="utf-8") as handle:
                 refs = handle.read().splitlines()
             return judge_generation(code, text, hypotheses(output) if code == 0 else [], refs)
 
-        spec = {"command": generate_command(self.args, self.data, checkpoint),
-                "trained": trained.get("spec")}
+        cfg = resolve(DATASET, env, REPO)
+        from deepnet_fairseq.recipes.launch import evaluate_command
+
+        spec = {"command": evaluate_command(cfg, dry_run=True), "trained": trained.get("spec")}
         return self.run(name, "generate", spec, body)
 
     def throughput(self, depth: int) -> Dict:
         def body(case):
             rows = os.path.join(case, "throughput.json")
             code = run_logged(throughput_command(self.args, depth, rows),
-                              os.path.join(case, "throughput.log"), self.args.device)
+                              os.path.join(case, "throughput.log"), recipe_env(self.args))
             data = None
             if code == 0 and os.path.exists(rows):
                 with open(rows, encoding="utf-8") as handle:
@@ -528,9 +514,11 @@ class Checks:
 
     def all(self) -> List[Dict]:
         try:
-            spec = prepare_data(self.args, self.data)
+            spec = prepare_data(self.args)
             self.record("data", "data", {"status": "pass", "reason": "", "figures": {
-                "vocabulary": vocab_size(self.data), "lines": spec["lines"]}})
+                "vocabulary": vocab_size(self.out), "lines": spec["lines"]}})
+        except runner.Interrupted:
+            raise
         except Exception as err:  # noqa: BLE001 - reported; every check then fails
             self.record("data", "data", {"status": "fail", "figures": {},
                                          "reason": f"{type(err).__name__}: {err}"})
@@ -644,7 +632,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     start = time.monotonic()
-    results = Checks(args).all()
+    try:
+        results = Checks(args).all()
+    except runner.Interrupted as err:
+        print(f"[gpu-check] stopped by {err}; run it again: checks that passed are reused",
+              flush=True)
+        return 128 + err.signum
     report = build_report(args, results, environment(args.device),
                           shlex.join(["bash", "benchmarks/gpu_check.sh", *argv]), started,
                           time.monotonic() - start)

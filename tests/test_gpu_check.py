@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import REPO
+from deepnet_fairseq.recipes import runlog
 
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
 import gpu_check  # noqa: E402
@@ -153,7 +154,7 @@ def test_parse_train_log_reads_the_compat_launchers_log_format():
 
 
 def judge(text, precision="fp16", exit_code=0, updates=8, min_loss_drop=0.1, overflow_run=5):
-    status = gpu_check.runlog.classify(text, exit_code, vocab_size=8000)
+    status = runlog.classify(text, exit_code, vocab_size=8000)
     return gpu_check.judge_training(gpu_check.parse_train_log(text), status, exit_code,
                                     precision, updates, min_loss_drop, overflow_run)
 

@@ -72,6 +72,18 @@ def test_one_gpu():
     assert option(cmd, "--update-freq") == "128" and layout.tokens_per_update == 524288
 
 
+def test_train_args_come_last_and_win():
+    """TRAIN_ARGS: more fairseq-train options, after the recipe's own (fairseq's parser keeps
+    the last value of an option given twice)."""
+    _, _, cmd = plan({"CUDA_VISIBLE_DEVICES": "0",
+                      "TRAIN_ARGS": "--no-save-optimizer-state --log-interval 7"})
+    assert cmd[-3:] == ["--no-save-optimizer-state", "--log-interval", "7"]
+    from fairseq import options
+
+    parsed = options.parse_args_and_arch(options.get_training_parser(), cmd[1:])
+    assert parsed.log_interval == 7 and parsed.no_save_optimizer_state
+
+
 def test_eight_gpus_found_by_the_probe():
     cfg, layout, cmd = plan({}, probe=lambda: 8)
     assert "DEVICE" in cfg and cfg["DEVICE"] == "cuda"
@@ -145,8 +157,10 @@ def test_precision_choices():
     assert "--bf16" in bf16 and "--fp16" not in bf16
     _, _, fp32 = plan({"CUDA_VISIBLE_DEVICES": "0", "PRECISION": "fp32"})
     assert "--fp16" not in fp32 and "--bf16" not in fp32 and fp32[0] == "fairseq-train"
-    with pytest.raises(SettingError, match="fp16 needs CUDA"):
-        plan({"DEVICE": "cpu", "PRECISION": "fp16"})
+    # fp16 on CPU: fairseq's own fp16 path with its CUDA-only calls lifted (the compat module)
+    _, _, cpu16 = plan({"DEVICE": "cpu", "PRECISION": "fp16"})
+    assert cpu16[:3] == ["PY", "-m", "deepnet_fairseq.fairseq_train_compat"]
+    assert "--fp16" in cpu16 and "--cpu" in cpu16
 
 
 @pytest.mark.parametrize("env, on", [

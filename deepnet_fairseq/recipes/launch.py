@@ -29,6 +29,7 @@ Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a 
 
 import math
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional
@@ -146,9 +147,7 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     elif launcher == "srun":
         master_port = cfg.int("MASTER_PORT")  # fairseq's --distributed-port under SLURM
 
-    precision = cfg["PRECISION"]
-    if precision == "fp16" and device == "cpu":
-        raise SettingError("PRECISION=fp16 needs CUDA; use fp32 or bf16 on CPU")
+    precision = cfg["PRECISION"]  # fp16 on CPU: fairseq_train_compat lifts its CUDA calls
     max_tokens, wanted = cfg.int("MAX_TOKENS"), cfg.int("TOKENS_PER_UPDATE")
     if max_tokens < 1:
         raise SettingError("MAX_TOKENS must be at least 1")
@@ -276,10 +275,12 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
              "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
              "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
              "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]
+    args += shlex.split(cfg.get("TRAIN_ARGS") or "")  # last: they win over the recipe's
 
-    # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main plus two fixes) where
-    # fairseq 0.12 alone fails: several CPU processes under torchrun, and bf16 off TPUs
-    compat = layout.precision == "bf16" or (layout.device == "cpu" and layout.world > 1)
+    # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main with its fixes) where
+    # fairseq 0.12 alone fails: several CPU processes under torchrun, bf16 off TPUs, fp16 on CPU
+    compat = layout.precision == "bf16" or (layout.device == "cpu" and (
+        layout.world > 1 or layout.precision == "fp16"))
     module = "deepnet_fairseq.fairseq_train_compat" if compat else "fairseq_cli.train"
     if layout.launcher == "torchrun":
         launch = ["torchrun"]

@@ -354,7 +354,12 @@ CPU = Preset("machine", "cpu", (
     'CPU (smoke runs, CI, 2-process gloo check).'
 ), [
     ('MAX_TOKENS', '4096', CHOSEN, 'tokens per process per step'),
-    ('PRECISION', 'fp32', CHOSEN, 'fp32 (bf16 also works on CPU; fp16 needs CUDA)'),
+    ('PRECISION', 'fp32', CHOSEN, 'fp32; bf16 and fp16 run on CPU too (fp16 through '
+                                  "fairseq's own fp16 path with its two CUDA-only calls "
+                                  'lifted: deepnet_fairseq.fairseq_train_compat), for tests'),
+    ('FP16_INIT_SCALE', '128', CHOSEN, 'as on CUDA, so that an fp16 test on CPU is the GPU run'),
+    ('FP16_SCALE_WINDOW', '256', CHOSEN, 'as on CUDA'),
+    ('MIN_LOSS_SCALE', '0.0001', CHOSEN, 'as on CUDA'),
     ('CHECKPOINT_ACTIVATIONS_FROM', '200', CHOSEN,
      'same rule as on GPU (saves memory, costs time)'),
     ('DDP_BACKEND', 'legacy_ddp', CHOSEN,

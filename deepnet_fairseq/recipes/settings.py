@@ -108,6 +108,8 @@ SETTINGS: Dict[str, Setting] = {
     "MAX_EPOCH": _s("int", "epochs per run (0 = MAX_UPDATE decides)"),
     "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates"),
     "AVERAGE_LAST": _s("int", "checkpoints averaged for evaluation"),
+    "TRAIN_ARGS": _s("text", "more fairseq-train options, appended last (split as a shell "
+                             "would), e.g. --no-save-optimizer-state"),
     # machine
     "MAX_TOKENS": _s("int", "tokens per process per step"),
     "PRECISION": _s("fp16|bf16|fp32", "training precision"),
