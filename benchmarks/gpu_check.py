@@ -66,7 +66,6 @@ import platform
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from typing import Dict, List, Optional
@@ -75,6 +74,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
+from deepnet_fairseq.processes import Interrupted, run_forwarding  # noqa: E402
 from deepnet_fairseq.recipes import prepare, runner, write_atomically, write_json  # noqa: E402
 from deepnet_fairseq.recipes.launch import (method_args, paths, plan_layout, task_args,  # noqa: E402
                                             train_command)
@@ -321,14 +321,14 @@ def run_logged(cmd: List[str], log_path: str, env: Dict[str, str]) -> int:
     with open(tmp, "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(cmd) + "\n")
     try:
-        code, signum = runner.run_forwarding(cmd, env, [tmp])
+        code, signum = run_forwarding(cmd, env, [tmp])
     except FileNotFoundError as err:
         with open(tmp, "a", encoding="utf-8") as log:
             log.write(f"{err}\n")
         code, signum = 127, None
     os.replace(tmp, log_path)
     if signum:
-        raise runner.Interrupted(signum)
+        raise Interrupted(signum)
     return code
 
 
@@ -437,7 +437,7 @@ class Checks:
         start = time.monotonic()
         try:
             result = body(self.case_dir(name))
-        except runner.Interrupted:
+        except Interrupted:
             raise  # stopped by a signal: the check as a whole stops (run it again to resume)
         except Exception as err:  # noqa: BLE001 - one failed check must not stop the others
             result = {"status": "fail", "reason": f"{type(err).__name__}: {err}", "figures": {}}
@@ -517,7 +517,7 @@ class Checks:
             spec = prepare_data(self.args)
             self.record("data", "data", {"status": "pass", "reason": "", "figures": {
                 "vocabulary": vocab_size(self.out), "lines": spec["lines"]}})
-        except runner.Interrupted:
+        except Interrupted:
             raise
         except Exception as err:  # noqa: BLE001 - reported; every check then fails
             self.record("data", "data", {"status": "fail", "figures": {},
@@ -634,7 +634,7 @@ def main(argv=None) -> int:
     start = time.monotonic()
     try:
         results = Checks(args).all()
-    except runner.Interrupted as err:
+    except Interrupted as err:
         print(f"[gpu-check] stopped by {err}; run it again: checks that passed are reused",
               flush=True)
         return 128 + err.signum

@@ -118,9 +118,10 @@ def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypa
 def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
     """The trainer inherits the lock: while an orphaned trainer runs, no second one starts."""
     run_dir = workdir.make_dirs(str(tmp_path / "run"))
-    child = ("import sys, time; from deepnet_fairseq.recipes import runner, workdir\n"
+    child = ("import sys, time; from deepnet_fairseq import processes\n"
+             "from deepnet_fairseq.recipes import workdir\n"
              "with workdir.RunLock(sys.argv[1]) as lock:\n"
-             "    runner.run_forwarding(['sleep', '30'], {}, pass_fds=(lock.fd,))\n")
+             "    processes.run_forwarding(['sleep', '30'], {}, pass_fds=(lock.fd,))\n")
     proc = subprocess.Popen([sys.executable, "-c", child, run_dir])
     deadline = time.time() + 20
     while time.time() < deadline and "pid" not in _read(os.path.join(run_dir, ".lock")):

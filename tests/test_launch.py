@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import REPO
+from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings, workdir
 from deepnet_fairseq.recipes.devices import count_gpus
@@ -345,7 +346,7 @@ def test_output_is_logged_live_and_a_signal_is_passed_on(tmp_path):
              "print('first')\ntime.sleep(30)\nprint('never')\n")
     threading.Thread(target=preempt, daemon=True).start()
     start = time.time()
-    code, signum = runner.run_forwarding([sys.executable, "-c", child], dict(os.environ), logs)
+    code, signum = processes.run_forwarding([sys.executable, "-c", child], dict(os.environ), logs)
     assert "first" in seen["log"]  # in the log while the child was still running
     assert (code, signum) == (143, signal.SIGTERM) and time.time() - start < 20
     for path in logs:
@@ -441,7 +442,7 @@ def test_a_run_that_stays_at_a_uniform_guess_is_stopped_early():
     child = [sys.executable, "-c", f"import time; {lines}time.sleep(60)"]
     watch = runlog.DivergenceWatch(vocab_size=1024, warmup=50, patience=3)
     start = time.time()
-    code, signum = runner.run_forwarding(child, dict(os.environ), [], watch.feed)
+    code, signum = processes.run_forwarding(child, dict(os.environ), [], watch.feed)
     assert time.time() - start < 20 and code == -signal.SIGTERM and signum is None
     assert watch.stopped["num_updates"] == 300
 

@@ -21,7 +21,8 @@ LAYERS = [
     ("nn", ["initialization", "layers", "method_layers", "layernorm_lr"]),
     ("models", ["models"]),
     ("tasks", ["tasks"]),
-    ("tools", ["export", "average_checkpoints", "spm", "cli", "fairseq_train_compat"]),
+    ("tools", ["export", "average_checkpoints", "spm", "cli", "fairseq_train_compat",
+               "processes"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),
 ]

@@ -27,13 +27,14 @@ import math
 import os
 import random
 import re
-import subprocess
+import signal
 import sys
 import time
 from collections import Counter
 from typing import Dict, List
 
 from .. import USER_DIR, methods
+from ..processes import Interrupted, run_forwarding, signals_interrupt
 from . import common
 from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
                      positive_ints, pyplot, tiny_width_args)
@@ -86,11 +87,15 @@ def generate_data(directory: str, progress) -> str:
         atomic_write_text(os.path.join(raw, f"{split}.src"), "".join(src))
         atomic_write_text(os.path.join(raw, f"{split}.tgt"), "".join(tgt))
     tmp = bin_dir + ".tmp"
-    subprocess.run(["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-                    "--trainpref", os.path.join(raw, "train"),
-                    "--validpref", os.path.join(raw, "valid"), "--destdir", tmp,
-                    "--joined-dictionary", "--workers", "1"],
-                   check=True, capture_output=True)
+    log = os.path.join(directory, "preprocess.log")
+    code, signum = run_forwarding(
+        ["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
+         "--trainpref", os.path.join(raw, "train"), "--validpref", os.path.join(raw, "valid"),
+         "--destdir", tmp, "--joined-dictionary", "--workers", "1"], os.environ, [log])
+    if signum:
+        raise Interrupted(signum)
+    if code:
+        raise RuntimeError(f"fairseq-preprocess exited {code}; see {log}")
     os.replace(tmp, bin_dir)
     return bin_dir
 
@@ -131,16 +136,23 @@ def last_record(log: str, tag: str) -> Dict:
 
 
 def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
+    """One fairseq-train, run as the recipes run theirs (processes.run_forwarding: Ctrl-C or
+    SIGTERM reaches it, it dies with the study), its output in OUTPUT/runs/METHOD-N.log."""
     start = time.time()
-    proc = subprocess.run(train_command(args, data, method, layers), capture_output=True,
-                          text=True)
-    log = proc.stdout + proc.stderr
+    path = os.path.join(args.output_dir, "runs", f"{method}-{layers}.log")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    open(path, "w").close()
+    code, signum = run_forwarding(train_command(args, data, method, layers), os.environ, [path])
+    if signum:
+        raise Interrupted(signum)
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        log = handle.read()
     valid, train = last_record(log, "valid"), last_record(log, "train_inner")
     valid_loss = float(valid.get("valid_loss", "nan"))
-    if proc.returncode != 0 and not re.search(r"Nan/Inf|FloatingPointError|non-finite", log):
+    if code != 0 and not re.search(r"Nan/Inf|FloatingPointError|non-finite", log):
         raise RuntimeError(f"fairseq-train failed for {method} {layers}L-{layers}L:\n"
                            f"{log[-3000:]}")
-    if proc.returncode != 0 or not math.isfinite(valid_loss):
+    if code != 0 or not math.isfinite(valid_loss):
         status = "diverged"
     elif valid_loss < baseline - args.margin:
         status = "trained"
@@ -206,6 +218,17 @@ def write_csv(path: str, rows: List[Dict]) -> None:
 def main(argv=None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
+    try:
+        with signals_interrupt():  # SIGTERM ends the study as Ctrl-C does, its run with it
+            study(parser, args)
+    except (Interrupted, KeyboardInterrupt) as err:
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
+        print(f"deepnet-depth-study stopped by {signal.Signals(signum).name}; run it again: "
+              "finished runs are reused", file=sys.stderr)
+        sys.exit(128 + signum)
+
+
+def study(parser, args) -> None:
     if args.updates <= 0 or args.max_tokens <= 0:
         parser.error("--updates and --max-tokens must be positive")
     progress = Progress("deepnet-depth-study", args.quiet)

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+from ..processes import Interrupted, signals_interrupt
 from . import prepare, runner
 from .launch import print_settings
 from .settings import DATASETS, SettingError, home, resolve
@@ -43,7 +44,7 @@ def main(argv=None) -> int:
         if args.step == "prepare":
             if args.dry_run:
                 return 0
-            with runner.signals_interrupt():  # a killed step removes its temporaries
+            with signals_interrupt():  # a killed step removes its temporaries
                 return prepare.prepare(cfg)
         return {"train": runner.train, "evaluate": runner.evaluate,
                 "sweep": runner.sweep}[args.step](cfg, os.environ, args.dry_run)
@@ -53,8 +54,8 @@ def main(argv=None) -> int:
     except OSError as err:  # a full disk, a read-only directory: one line, no traceback
         print(f"error: {describe_os_error(err)}", file=sys.stderr)
         return 1
-    except (runner.Interrupted, KeyboardInterrupt) as err:
-        signum = err.signum if isinstance(err, runner.Interrupted) else signal.SIGINT
+    except (Interrupted, KeyboardInterrupt) as err:
+        signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
         print(f"{args.dataset}/{args.step} stopped by {signal.Signals(signum).name}; run it "
               "again to resume", file=sys.stderr)
         return 128 + signum

@@ -34,7 +34,8 @@ from typing import Iterable, Iterator, List, Optional, Tuple
 from . import write_atomically, write_json
 from .corpus import SPLITS, prepare as prepare_text
 from .launch import paths
-from .runner import Interrupted, log, run_forwarding
+from ..processes import Interrupted, run_forwarding
+from .runner import log
 from .settings import SettingError, Settings
 from .workdir import MARKER, building, is_ours, make_dirs, publish
 

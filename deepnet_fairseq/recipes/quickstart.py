@@ -35,7 +35,7 @@ import warnings
 from typing import Dict, Mapping
 
 from .runlog import minutes
-from .runner import Interrupted, signals_interrupt
+from ..processes import Interrupted, signals_interrupt
 from .settings import SettingError, Settings, home
 from .workdir import Busy, NotOurs, describe_os_error
 

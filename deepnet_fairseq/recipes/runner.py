@@ -16,8 +16,6 @@ The next launch of a run that is not ok or diverged resumes from ``checkpoint_la
 interruption, a corrupt file -- is first replaced by the newest readable update checkpoint); ``RETRY=1`` trains a finished run again.
 """
 
-import contextlib
-import ctypes
 import datetime
 import json
 import os
@@ -25,12 +23,12 @@ import shlex
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 from dataclasses import asdict
-from typing import Callable, List, Mapping, Optional, Tuple
+from typing import List, Mapping, Optional, Tuple
 
+from ..processes import run_forwarding
 from . import runlog, write_atomically, write_json
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, method_args, paths, plan_layout,
                      task_args, train_command)
@@ -39,10 +37,7 @@ from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, i
                       make_dirs)
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-KILL_AFTER_S = 20  # after passing a signal on, SIGKILL what is left after this long
 PROGRESS_EVERY_S = 30  # a training's progress line (update, validation loss, ETA) this often
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def log(cfg: Settings, step: str, message: str) -> None:
@@ -52,112 +47,6 @@ def log(cfg: Settings, step: str, message: str) -> None:
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _dies_with_parent(parent: int) -> Callable[[], None]:
-    """A preexec_fn: the child gets SIGTERM when its launcher dies, even by SIGKILL (Linux's
-    parent-death signal; CMD runs in its own session, so nothing else would reach it)."""
-    def preexec() -> None:
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):  # not Linux: the launcher's own handlers still forward
-            return
-        if os.getppid() != parent:  # the launcher died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    return preexec
-
-
-class Interrupted(Exception):
-    """A signal (SIGTERM, SIGHUP) turned into an exception, so that in-process steps end
-    through their cleanup (temporaries removed) as they do on Ctrl-C."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def signals_interrupt():
-    """SIGTERM and SIGHUP raise Interrupted inside the block; the caller's handlers come back
-    after it (a test, a notebook calling in)."""
-    def interrupt(signum, _frame):
-        raise Interrupted(signum)
-
-    previous = {signum: signal.signal(signum, interrupt)
-                for signum in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
-def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[str]] = None,
-                   echo: Callable[[str], Optional[bool]] = lambda line: None,
-                   pass_fds: Tuple[int, ...] = ()) -> Tuple[int, Optional[int]]:
-    """Run CMD; with LOGS, append its output to each of them as it comes (not at the end).
-
-    SIGTERM / SIGINT / SIGHUP received meanwhile are passed on to CMD's process group (CMD
-    runs in its own session, so a terminal's Ctrl-C reaches it once, through here), and what
-    still runs KILL_AFTER_S later is killed; if the launcher itself is killed, CMD gets SIGTERM
-    (``_dies_with_parent``). ``pass_fds``: descriptors CMD inherits (the run's lock). ``echo``
-    sees each line; when it returns True, CMD is stopped (SIGTERM, SIGKILL KILL_AFTER_S later)
-    as if a signal had come, but it is not counted as received. Returns (exit code, signal
-    received or None).
-    """
-    received: List[int] = []
-    proc: List[subprocess.Popen] = []
-
-    def kill(signum):
-        if proc:
-            try:
-                os.killpg(proc[0].pid, signum)
-            except ProcessLookupError:
-                pass
-
-    stopping: List[bool] = []
-
-    def stop(signum):
-        kill(signum)
-        if not stopping:
-            stopping.append(True)
-            timer = threading.Timer(KILL_AFTER_S, kill, (signal.SIGKILL,))
-            timer.daemon = True
-            timer.start()
-
-    def forward(signum, _frame):
-        received.append(signum)
-        stop(signum)
-
-    # handlers first: a signal that comes while the process starts is passed on, not lost
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
-    try:
-        pipe = subprocess.PIPE if logs is not None else None
-        proc.append(subprocess.Popen(cmd, stdout=pipe, stderr=subprocess.STDOUT if pipe else None,
-                                     env={**env, "PYTHONUNBUFFERED": "1"},
-                                     start_new_session=True, pass_fds=pass_fds,
-                                     preexec_fn=_dies_with_parent(os.getpid())))
-        if received:
-            kill(received[0])
-        if logs is not None:
-            outs = [open(path, "ab") for path in logs]
-            try:
-                for line in proc[0].stdout:
-                    for out in outs:
-                        out.write(line)
-                        out.flush()
-                    if echo(line.decode("utf-8", "replace")) and not stopping:
-                        stop(signal.SIGTERM)
-            finally:
-                for out in outs:
-                    out.close()
-        code = proc[0].wait()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if not received and not stopping and code < 0 and -code in FORWARDED:
-        received.append(-code)  # the processes themselves were signalled (a scheduler)
-    return code, (received[0] if received else None)
 
 
 def _append(path: str, text: str) -> None:
