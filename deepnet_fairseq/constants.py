@@ -176,6 +176,21 @@ def encoder_decoder_for(encoder_layers: int, decoder_layers: int, form: str = "p
                              decoder_alpha=dec_alpha, decoder_beta=dec_beta)
 
 
+def deepnorm(encoder_layers: Optional[int], decoder_layers: Optional[int], form: str = "paper"
+             ) -> DeepNormConstants:
+    """The constants of a model with an N-layer encoder and/or an M-layer decoder (None: the
+    model has no such stack): Figure 2's row for that kind of model, or for an encoder-decoder
+    model the optimizer-aware ``form``. The one entry point of the DeepNorm models."""
+    if encoder_layers is not None and decoder_layers is not None:
+        return encoder_decoder_for(encoder_layers, decoder_layers, form)
+    if form != "paper":  # Su's forms are written for one stack, but not wired for one here
+        raise ValueError(f"--deepnorm-constants {form} is defined for encoder-decoder models "
+                         f"only; single-stack models use the paper's constants")
+    if decoder_layers is None:
+        return encoder_only(encoder_layers)
+    return decoder_only(decoder_layers)
+
+
 # --------------------------------------------------------------------------------------------
 # Depth-dependent scales of the compared methods (docs/methods.md), each in its paper's form.
 # --------------------------------------------------------------------------------------------

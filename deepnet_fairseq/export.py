@@ -42,7 +42,6 @@ fairseq's own ``transformer`` architectures pass through unchanged (weights and 
 """
 
 import argparse
-import dataclasses
 import os
 import shutil
 import sys
@@ -54,12 +53,14 @@ import torch
 from .average_checkpoints import model_only, save_atomically
 from .checkpoint_io import (CheckpointError, output_problem, read_fairseq_checkpoint,
                             remove_stale_temporaries, signals_raise, temporary_prefix)
-from .layers import RECORD
+from .method_layers import RECORD
+from .methods import METHODS
 
 QUANTIZATIONS = ("int8", "int8_float16", "float16")
 
-# this plugin's names for fairseq's own Post-LN transformer (method_transformers.METHOD_MODELS)
-POST_LN_ARCHS = ("post_ln_transformer", "post_ln_transformer_tiny")
+# this plugin's names for fairseq's own Post-LN transformer, from the method declarations
+POST_LN_ARCHS = tuple(arch for m in METHODS.values() if m.model == "transformer"
+                      and m.layer_norm == "post" for arch in m.archs)
 
 # fairseq options CTranslate2's converter does not read: it would translate without them
 CTRANSLATE2_UNSUPPORTED = ("scale_attn", "scale_fc", "scale_heads", "scale_resids",
@@ -114,11 +115,11 @@ def export_kind(model_cfg) -> str:
 def branch_outputs(model) -> Dict[str, float]:
     """The state-dict prefix of the last affine map of every DeepNorm sub-layer's branch, with
     the alpha of its layer, read from the built ``model``."""
-    from .layers import DeepNormResidual
+    from .method_layers import DeepNorm
 
     found = {}
     for name, layer in model.named_modules():
-        if not isinstance(layer, DeepNormResidual):
+        if not isinstance(layer, DeepNorm):
             continue
         if layer.normalize_before:  # export_kind refuses these; a guard for direct use
             raise ExportError(f"{name} is a Pre-LN layer: there is no DeepNorm to fold")
@@ -153,15 +154,13 @@ def plain_cfg(cfg, arch: str) -> Dict:
     without this plugin's options or --user-dir (see the module doc)."""
     from omegaconf import OmegaConf
 
-    from .models.deepnet_transformer import DeepNormConfig
-
     if OmegaConf.is_config(cfg):
         cfg = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     cfg = dict(cfg)
     model = cfg["model"]
     model = dict(vars(model) if isinstance(model, argparse.Namespace) else model)
-    for field in dataclasses.fields(DeepNormConfig):
-        model.pop(field.name, None)
+    for option in METHODS["deepnet"].model_options:
+        model.pop(option.name, None)
     model.update(arch=arch, _name=arch, user_dir=None)
     cfg["model"] = model
     if cfg.get("common"):

@@ -25,8 +25,16 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
 ROLES: Tuple[str, ...] = ("fc1", "fc2") + tuple(f"{a}.{p}" for a in ATTENTIONS for p in PROJECTIONS)
 """Every weight matrix of a fairseq Transformer layer, by its module name."""
 
+
+
+def value_path(role: str) -> bool:
+    """Whether a role carries the residual branch's signal (not q/k, which only weight it): the
+    roles DeepNorm, T-Fixup and the other init rules scale."""
+    return not role.endswith(("q_proj", "k_proj"))
+
+
 # Sub-module names (relative to a Transformer layer) whose weight gets gain beta.
-BETA_GAIN_ROLES: Tuple[str, ...] = tuple(r for r in ROLES if not r.endswith(("q_proj", "k_proj")))
+BETA_GAIN_ROLES: Tuple[str, ...] = tuple(filter(value_path, ROLES))
 # Sub-module names whose weight gets gain 1.
 UNIT_GAIN_ROLES: Tuple[str, ...] = tuple(r for r in ROLES if r not in BETA_GAIN_ROLES)
 

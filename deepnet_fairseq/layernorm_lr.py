@@ -50,13 +50,6 @@ OPTION = "--deepnorm-ln-lr-multiplier"
 OVERRIDE_KEY = "deepnorm_ln_lr_multiplier"
 """Key of ``p.optim_overrides`` that carries a parameter's multiplier (read only by this module)."""
 
-HELP = ("learning-rate multiplier of the LayerNorm gains and biases of every DeepNorm layer: "
-        "'auto' derives it per stack from the depths and --deepnorm-constants (Post-LN forms: "
-        "1/L with L = 2N encoder, 3M decoder; paper: beta^2/alpha^2, which is 1/(4N) for an "
-        "N-layer encoder-only or decoder-only model; Pre-LN forms: 1), a number "
-        "sets it; default: off. Applied to the optimizer's step of those parameters; see "
-        "deepnet_fairseq/layernorm_lr.py and constants.py")
-
 
 def parse(value) -> Union[None, str, float]:
     """None (off), "auto", or a positive float, from the option's value."""

@@ -18,19 +18,24 @@ Where a paper leaves a choice open, the choice is marked "Choice:" here and in d
 """
 
 import functools
+import logging
 import math
 from typing import Dict, List, Tuple
 
 import torch
 import torch.nn as nn
+from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.modules import LayerNorm
 from fairseq.modules.transformer_layer import (
     TransformerDecoderLayerBase,
     TransformerEncoderLayerBase,
 )
+from fairseq.utils import safe_getattr
 
-from . import constants
-from .initialization import linears
+from . import constants, layernorm_lr
+from .initialization import deepnorm_init_, linears, value_path
+
+logger = logging.getLogger(__name__)
 
 RULES: Dict[str, type] = {}
 """Layer rules by name (``Method.layers`` names one); filled by ``@layer_rule``."""
@@ -62,24 +67,34 @@ def layer_classes(rule_name: str) -> Tuple[type, type]:
     return tuple(pair)
 
 
-def value_path(role: str) -> bool:
-    """Whether a role carries the residual branch's signal (not q/k, which only weight it)."""
-    return not role.endswith(("q_proj", "k_proj"))
+ENCODER_DECODER = ("encoder", "decoder")
 
 
 class MethodLayer:
-    """Mixin base: stores ``index``, ``side`` ("encoder"/"decoder") and ``depth``, then calls
-    ``setup(cfg)``, where a method adds its parameters and applies its init rule."""
+    """Mixin base: stores ``index``, ``side`` ("encoder"/"decoder"), ``depth`` and ``stacks``
+    (the model's stacks: both for translation, one for an encoder-only or decoder-only model),
+    then calls ``setup(cfg)``, where a method adds its parameters and applies its init rule."""
 
-    def __init__(self, cfg, index: int, **kwargs):
+    def __init__(self, cfg, index: int, stacks: Tuple[str, ...] = ENCODER_DECODER, **kwargs):
         super().__init__(cfg, **kwargs)
         self.index = index
         self.side = "decoder" if isinstance(self, TransformerDecoderLayerBase) else "encoder"
         self.depth = getattr(cfg, self.side).layers
+        self.stacks = stacks
         self.setup(cfg)
 
     def setup(self, cfg) -> None:
         pass
+
+    @classmethod
+    def validate(cls, args, method, stacks: Tuple[str, ...] = ENCODER_DECODER) -> None:
+        """Called by the arch hook, while fairseq parses the arguments (and again when it loads
+        a checkpoint): set the LayerNorm placement ``method`` (the declaration) is defined for
+        and reject what the rule is not defined for, so that a bad run stops before it writes
+        anything. A rule with checks of its own extends this."""
+        method.set_layer_norm_placement(args)
+        for side in stacks:
+            constants._check_depth(f"--{side}-layers", getattr(args, f"{side}_layers"))
 
     # Model-level parts of a rule, called by the model that builds these layers
     # (models.method_transformers); a rule overrides those it needs.
@@ -149,6 +164,114 @@ def _reinit_(layer, init_weight) -> None:
             nn.init.zeros_(linear.bias)
 
 
+# --- DeepNorm ---------------------------------------------------------------------------------
+
+RECORD = "deepnorm_constants"
+"""Name of the buffer in which each DeepNorm layer records the (alpha, beta) it was built with."""
+
+
+@layer_rule
+class DeepNorm(MethodLayer):
+    """DeepNorm (Wang et al. 2022, arXiv 2203.00555): Post-LN with ``LN(alpha x + G(x))``,
+    dropout on the branch before the sum; fc1, fc2, v_proj, out_proj Xavier-normal with gain
+    beta, q/k with gain 1 (``initialization.deepnorm_init_``). alpha and beta of each side come
+    from the model's stacks and depths (``constants.deepnorm``; Figure 2 for encoder-decoder,
+    encoder-only and decoder-only models) unless --deepnorm-{side}-{alpha,beta} override them;
+    --deepnorm-constants selects an optimizer-aware form (the ``pre_ln_*`` forms build Pre-LN
+    layers with alpha = 1), --deepnorm-ln-lr-multiplier scales the LayerNorms' step."""
+
+    @staticmethod
+    def constants_for(args, stacks=ENCODER_DECODER) -> constants.DeepNormConstants:
+        """The constants of a model with ``stacks`` built from ``args`` (flat args, an OmegaConf
+        config or a ``TransformerConfig``)."""
+        def depth(side):
+            if isinstance(args, TransformerConfig):
+                return getattr(args, side).layers
+            return safe_getattr(args, f"{side}_layers")
+
+        overrides = {f"{side}_{name}": safe_getattr(args, f"deepnorm_{side}_{name}")
+                     for side in stacks for name in ("alpha", "beta")}
+        return constants.deepnorm(*(depth(s) if s in stacks else None for s in ENCODER_DECODER),
+                                  form=(safe_getattr(args, "deepnorm_constants") or "paper")
+                                  ).with_overrides(**overrides)
+
+    @classmethod
+    def validate(cls, args, method, stacks=ENCODER_DECODER):
+        form = (safe_getattr(args, "deepnorm_constants") or "paper")
+        # the form says the LayerNorm placement: Post-LN, or Pre-LN (set here) for pre_ln_*
+        method.set_layer_norm_placement(args, "pre" if constants.is_pre_ln_form(form) else "post")
+        for side in ENCODER_DECODER:
+            for name in ("alpha", "beta"):
+                given = safe_getattr(args, f"deepnorm_{side}_{name}")
+                if given is not None and side not in stacks:
+                    raise ValueError(f"--deepnorm-{side}-{name} cannot be used with --arch "
+                                     f"{args.arch}: the model has no {side}")
+                if name == "alpha" and given not in (None, 1.0) and constants.is_pre_ln_form(form):
+                    raise ValueError(f"--deepnorm-{side}-alpha cannot be used with "
+                                     f"--deepnorm-constants {form}: Pre-LN has no skip-path "
+                                     f"scale")
+        cls.constants_for(args, stacks)  # raises on non-positive depths or alpha/beta overrides
+        layernorm_lr.validate(args)
+
+    def setup(self, cfg):
+        c = self.constants_for(cfg, self.stacks)
+        alpha, beta = getattr(c, f"{self.side}_alpha"), getattr(c, f"{self.side}_beta")
+        # The arch hook rejects Pre-LN with a user-facing message; this guards direct
+        # construction. The one Pre-LN use is the optimizer-aware Pre-LN form
+        # (--deepnorm-constants pre_ln_*), where alpha = 1: x + G(LN(x)) with the DeepNorm gain.
+        if self.normalize_before and alpha != 1:
+            raise ValueError(f"DeepNorm's alpha is defined for Post-LN only; {self.side} "
+                             f"normalize_before is set with alpha = {alpha}")
+        self.alpha = alpha
+        self.beta = beta
+        # The constants travel with the weights: a checkpoint keeps the alpha it was trained
+        # with, and loading it restores that alpha (``_restore_trained_alpha``) even where the
+        # arguments now give another (a changed formula, --encoder-layers-to-keep, a different
+        # --deepnorm-constants on load). float64 so that the recorded value is exact.
+        self.register_buffer(RECORD, torch.tensor([alpha, beta], dtype=torch.float64))
+        self._register_load_state_dict_pre_hook(self._restore_trained_alpha)
+        deepnorm_init_(self, beta)
+
+    def _restore_trained_alpha(self, state_dict, prefix, *args):
+        key = prefix + RECORD
+        if key not in state_dict:  # a checkpoint from before the constants were recorded
+            state_dict[key] = self.deepnorm_constants.clone()
+            return
+        trained = float(state_dict[key][0])
+        # --fp16 training stores the buffer in half precision: equal within its rounding means
+        # the same alpha, and the exact value built here is kept
+        precision = torch.finfo(state_dict[key].dtype).eps * 2
+        if abs(trained - self.alpha) > precision * abs(self.alpha):
+            logger.warning(
+                "%s%s: the checkpoint was trained with alpha = %.6g; these "
+                "arguments give %.6g. Using the trained %.6g, so the model computes what it was "
+                "trained to.", prefix, RECORD, trained, self.alpha, trained)
+            self.alpha = trained
+
+    @classmethod
+    def stack_built(cls, stack):
+        # --deepnorm-ln-lr-multiplier: tag the LayerNorms of the stack's layers with their k
+        if not len(stack.layers):
+            return
+        first = stack.layers[0]
+        form = safe_getattr(stack.cfg, "deepnorm_constants") or "paper"
+        k = layernorm_lr.stack_multipliers(
+            safe_getattr(stack.cfg, "deepnorm_ln_lr_multiplier"),
+            cls.constants_for(stack.cfg, first.stacks), form)[first.side]
+        layernorm_lr.tag_layers(stack.layers, k)
+
+    def residual_connection(self, x, residual):
+        # x is the branch output, already through dropout; residual is the skip path (T x B x C).
+        # One fused op: no temporary tensor for alpha * residual (memory and speed as Post-LN).
+        return torch.add(x, residual, alpha=self.alpha)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha:.4f}, beta={self.beta:.4f}"
+
+
+DeepNormEncoderLayer, DeepNormDecoderLayer = layer_classes("DeepNorm")
+
+
 # --- DS-Init ---------------------------------------------------------------------------------
 
 @layer_rule
@@ -157,6 +280,11 @@ class DSInit(MethodLayer):
     Xavier-uniform with gain alpha / sqrt(l), l counted from 1 in each stack. Choices: all six
     projections (q, k, v, out, fc1, fc2; cross-attention too) are re-drawn and their biases start
     at zero; the merged attention of the same paper is a separate contribution, not included."""
+
+    @classmethod
+    def validate(cls, args, method, stacks=ENCODER_DECODER):
+        super().validate(args, method, stacks)
+        constants.ds_init_gain(1, args.ds_init_alpha)  # raises outside (0, 1]
 
     def setup(self, cfg):
         self.gain = constants.ds_init_gain(self.index, cfg.ds_init_alpha)
@@ -409,13 +537,33 @@ class DLCL(MethodLayer):
     and stores y_0; each layer replaces its input by the combination and stores its output; the
     last layer returns the final combination. Not combinable with --checkpoint-activations."""
 
+    @classmethod
+    def validate(cls, args, method, stacks=ENCODER_DECODER):
+        super().validate(args, method, stacks)
+        if getattr(args, "checkpoint_activations", False):
+            raise ValueError(
+                f"--checkpoint-activations cannot be used with --arch {args.arch}: DLCL's layer "
+                f"aggregation passes every layer's output to the later layers outside the "
+                f"checkpointed forward. Drop the flag (or reduce --max-tokens).")
+        for side in stacks:
+            if getattr(args, f"{side}_layerdrop", 0) or getattr(args, f"{side}_layers_to_keep",
+                                                                   None):
+                raise ValueError(
+                    f"--{side}-layerdrop / --{side}-layers-to-keep cannot be used with --arch "
+                    f"{args.arch}: DLCL's aggregation weights are defined over all layers.")
+
     def setup(self, cfg):
         if not self.normalize_before:
             raise ValueError("DLCL is built from Pre-LN layers")
 
-    def attach(self, aggregation: LayerAggregation) -> None:
-        # a plain attribute, not a sub-module: the stack owns (and saves) the aggregation
-        self.__dict__["aggregation"] = aggregation
+    @classmethod
+    def stack_built(cls, stack):
+        # the stack owns (and saves) the aggregation; each layer holds a plain reference
+        side = "decoder" if isinstance(stack, TransformerDecoderBase) else "encoder"
+        stack.layer_aggregation = LayerAggregation(len(stack.layers),
+                                                   getattr(stack.cfg, side).embed_dim)
+        for layer in stack.layers:
+            layer.__dict__["aggregation"] = stack.layer_aggregation
 
     def forward(self, x, *args, **kwargs):
         agg = self.aggregation

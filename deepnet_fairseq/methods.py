@@ -17,7 +17,9 @@ dir) plus its layer rule and its tests: docs/methods.md shows a complete example
 import argparse
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
+
+from . import constants
 
 LAYER_NORM_PLACEMENTS = ("post", "pre", "none")
 # The groups of the results tables, in the paper's order (Table 1: Post-LN, No-LN, Pre-LN, then
@@ -27,11 +29,14 @@ FAMILIES = ("Post-LN", "No-LN", "Pre-LN", "DeepNet", "after 2022")
 
 @dataclass(frozen=True)
 class ModelOption:
-    """A method's own fairseq-train option (a float), e.g. DS-Init's ``--ds-init-alpha``."""
+    """A method's own fairseq-train option, e.g. DS-Init's ``--ds-init-alpha``: a ``kind``
+    (float or str), one of ``choices`` where given; a default of None means "not given"."""
 
     name: str  # the attribute name; the flag is --name-with-dashes
-    default: float
+    default: Union[float, str, None]
     help: str
+    kind: type = float
+    choices: Tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -48,17 +53,26 @@ class Method:
     layer_norm:  the LayerNorm placement it is defined for: "post" (the --*-normalize-before
                  flags are rejected), "pre" (the arch hook sets them) or "none" (Post-LN layers
                  whose LayerNorms the rule removes; the flags are rejected).
-    layers:      the name of its layer rule in ``method_layers`` (residual + init); None for a
-                 method built by an existing model (``model``).
+    layers:      the name of its layer rule in ``method_layers`` (residual, init, and the
+                 rule's own checks of the options); None for a method built by an existing
+                 model (``model``).
     model:       the registered fairseq model that builds it; default ``<name>_transformer``, a
                  model of its own registered from ``layers``.
-    arch:        its architecture; default ``<name>_transformer`` (``_tiny`` is registered
-                 beside it for methods with a model of their own or built by fairseq's).
-    options:     more fairseq-train options that select it (e.g. DeepNet's constant forms).
-    model_options: its own options, registered on its model.
-    training:    the training settings its paper prescribes, as recipe settings (NAME, value);
-                 the recipes use them unless the user sets the name. A value "{OTHER}" is
-                 the resolved value of the setting OTHER (T-Fixup's warmup from the peak lr).
+    arch:        its architecture; default ``<name>_transformer``.
+
+    Three kinds of settings, by who reads them:
+
+    model_options: options the method *adds* to fairseq-train (``--ds-init-alpha``, DeepNet's
+                 ``--deepnorm-*``): registered on its model, with their defaults, for its rule
+                 to read. Declared once here; they become the model's option dataclass.
+    options:     existing fairseq-train options, with values, that *select* the method on
+                 another method's arch (DeepNet's constant forms are ``deepnet_transformer``
+                 plus ``--deepnorm-constants FORM``). A method with options registers no arch
+                 of its own; one without registers ``arch`` and ``arch_tiny`` (``archs``).
+    training:    not fairseq options: the recipes' settings its paper prescribes (NAME,
+                 value), used unless the user sets NAME. A value "{OTHER}" is the resolved
+                 value of the setting OTHER (T-Fixup's warmup from the peak lr).
+
     family:      its group in the results tables (``FAMILIES``); default: DeepNet for the
                  DeepNorm model, else from its LayerNorm placement.
     """
@@ -95,20 +109,22 @@ class Method:
             raise ValueError(f"method {self.name}: family must be one of {FAMILIES}")
 
     @property
-    def registers_arch(self) -> bool:
-        """Whether the plugin registers ``arch`` and ``arch_tiny`` for it (DeepNet registers its
-        own, with the named depths; its constant forms are DeepNet plus options)."""
-        return self.model != "deepnet_transformer"
+    def archs(self) -> Tuple[str, ...]:
+        """The architectures the plugin registers for it: ``arch`` and ``arch_tiny``, none for a
+        method selected by ``options`` on another method's arch."""
+        return () if self.options else (self.arch, f"{self.arch}_tiny")
 
-    def set_layer_norm_placement(self, args) -> None:
-        """Set on fairseq's ``args`` the LayerNorm placement this method is defined for, or
-        reject the --*-normalize-before flags that contradict it. Idempotent: fairseq runs the
-        arch hook again when it loads a checkpoint."""
+    def set_layer_norm_placement(self, args, placement: Optional[str] = None) -> None:
+        """Set on fairseq's ``args`` the LayerNorm placement this method is defined for (or
+        ``placement``, where its rule reads it from the options), or reject the
+        --*-normalize-before flags that contradict it. Idempotent: fairseq runs the arch hook
+        again when it loads a checkpoint."""
+        placement = placement or self.layer_norm
         for side in ("encoder", "decoder"):
-            if self.layer_norm == "pre":
+            if placement == "pre":
                 setattr(args, f"{side}_normalize_before", True)
             elif getattr(args, f"{side}_normalize_before", False):
-                what = ("a Post-LN method" if self.layer_norm == "post"
+                what = ("a Post-LN method" if placement == "post"
                         else "built without LayerNorm")
                 raise ValueError(
                     f"--{side}-normalize-before cannot be used with --arch {args.arch}: "
@@ -129,10 +145,41 @@ def _deepnet_form(form: str, summary: str) -> Method:
                   options=("--deepnorm-constants", form))
 
 
+_DEEPNORM_OVERRIDE = ("DeepNorm {what} of the {side}; default: the paper's formula (Figure 2) for "
+                      "the actual depths ({formula})")
+_DEEPNORM_OPTIONS = (
+    ModelOption("deepnorm_encoder_alpha", None, _DEEPNORM_OVERRIDE.format(
+        what="skip-path scale alpha", side="encoder",
+        formula="encoder-decoder 0.81 (N^4 M)^(1/16), encoder-only (2N)^(1/4)")),
+    ModelOption("deepnorm_encoder_beta", None, _DEEPNORM_OVERRIDE.format(
+        what="init gain beta", side="encoder",
+        formula="encoder-decoder 0.87 (N^4 M)^(-1/16), encoder-only (8N)^(-1/4)")),
+    ModelOption("deepnorm_decoder_alpha", None, _DEEPNORM_OVERRIDE.format(
+        what="skip-path scale alpha", side="decoder",
+        formula="encoder-decoder (3M)^(1/4), decoder-only (2M)^(1/4)")),
+    ModelOption("deepnorm_decoder_beta", None, _DEEPNORM_OVERRIDE.format(
+        what="init gain beta", side="decoder",
+        formula="encoder-decoder (12M)^(-1/4), decoder-only (8M)^(-1/4)")),
+    ModelOption(
+        "deepnorm_constants", "paper", "which constants to use: 'paper' (Figure 2 of Wang et "
+        "al. 2022), or, for encoder-decoder models, the optimizer-aware forms of Su (2022) "
+        "extended to encoder-decoder by this plugin ('sgd', 'adam', 'lamb'; 'pre_ln_sgd', "
+        "'pre_ln_adam', 'pre_ln_lamb' build Pre-LN layers with alpha = 1); see "
+        "deepnet_fairseq/constants.py", kind=str,
+        choices=constants.CONSTANT_FORMS),
+    ModelOption(
+        "deepnorm_ln_lr_multiplier", None, "learning-rate multiplier of the LayerNorm gains and "
+        "biases of every DeepNorm layer: 'auto' derives it per stack from the depths and "
+        "--deepnorm-constants (Post-LN forms: 1/L with L = 2N encoder, 3M decoder; paper: "
+        "beta^2/alpha^2, which is 1/(4N) for an N-layer encoder-only or decoder-only model; "
+        "Pre-LN forms: 1), a number sets it; default: off. Applied to the optimizer's step of "
+        "those parameters; see deepnet_fairseq/layernorm_lr.py and constants.py", kind=str),
+)
+
 _DECLARED = (
     Method("deepnet", "LN(alpha x + G(x)); ffn/v/out Xavier-normal gain beta",
-           "Wang et al. 2022 (DeepNet, arXiv 2203.00555)", "post",
-           model="deepnet_transformer", arch="deepnet_transformer"),
+           "Wang et al. 2022 (DeepNet, arXiv 2203.00555)", "post", layers="DeepNorm",
+           model_options=_DEEPNORM_OPTIONS),
     Method("post_ln", "LN(x + G(x)) (fairseq default)", "Vaswani et al. 2017", "post",
            model="transformer"),
     Method("pre_ln", "x + G(LN(x)), final LN (fairseq --*-normalize-before)",

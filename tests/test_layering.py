@@ -18,7 +18,7 @@ PACKAGE = "deepnet_fairseq"
 LAYERS = [
     ("core", ["constants", "methods"]),
     ("io", ["fileio", "checkpoint_compat", "checkpoint_io", "corpora"]),
-    ("nn", ["initialization", "layers", "method_layers", "layernorm_lr"]),
+    ("nn", ["initialization", "method_layers", "layernorm_lr"]),
     ("models", ["models"]),
     ("tasks", ["tasks"]),
     ("tools", ["export", "average_checkpoints", "spm", "cli", "fairseq_train_compat",

@@ -392,6 +392,28 @@ def test_normformer_adds_head_scales_and_two_norms_to_pre_ln_in_both_stacks(toy_
     assert not torch.allclose(logits(model, batch), logits(pre, batch), atol=1e-4)
 
 
+def test_one_constants_function_for_the_three_model_kinds():
+    assert constants.deepnorm(18, 6) == constants.encoder_decoder(18, 6)
+    assert constants.deepnorm(18, 6, "adam") == constants.encoder_decoder_for(18, 6, "adam")
+    assert constants.deepnorm(12, None) == constants.encoder_only(12)
+    assert constants.deepnorm(None, 24) == constants.decoder_only(24)
+    with pytest.raises(ValueError, match="encoder-decoder models only"):
+        constants.deepnorm(None, 24, "sgd")
+
+
+def test_the_value_path_roles_are_the_beta_gain_roles():
+    from deepnet_fairseq.initialization import BETA_GAIN_ROLES, ROLES, value_path
+
+    assert BETA_GAIN_ROLES == tuple(r for r in ROLES if value_path(r))
+    assert not any(value_path(r) for r in ROLES if r.endswith(("q_proj", "k_proj")))
+
+
+def test_post_ln_archs_for_export_come_from_the_declarations():
+    from deepnet_fairseq.export import POST_LN_ARCHS
+
+    assert POST_LN_ARCHS == ("post_ln_transformer", "post_ln_transformer_tiny")
+
+
 # --- invalid combinations fail while fairseq parses the arguments ----------------------------
 
 
@@ -404,6 +426,15 @@ def test_normformer_adds_head_scales_and_two_norms_to_pre_ln_in_both_stacks(toy_
     ("deepnet_transformer_tiny", ["--deepnorm-constants", "pre_ln_adam",
                                   "--deepnorm-encoder-alpha", "2"], "no skip-path scale"),
     ("deepnet_roberta_tiny", ["--task", "masked_lm", "--encoder-normalize-before"],
+     "Post-LN method"),
+    # one DeepNorm option set for the three model kinds: what a model kind lacks is refused
+    ("deepnet_roberta_tiny", ["--task", "masked_lm", "--deepnorm-decoder-alpha", "2"],
+     "has no decoder"),
+    ("deepnet_lm_tiny", ["--task", "language_modeling", "--deepnorm-encoder-beta", "0.5"],
+     "has no encoder"),
+    ("deepnet_lm_tiny", ["--task", "language_modeling", "--deepnorm-constants", "adam"],
+     "encoder-decoder models only"),
+    ("deepnet_lm_tiny", ["--task", "language_modeling", "--decoder-normalize-before"],
      "Post-LN method"),
 ])
 def test_invalid_combinations_are_rejected_at_parsing(toy_data, arch, extra, message):
@@ -476,7 +507,7 @@ def test_optimizer_aware_forms_reach_the_layers(toy_data):
 
 
 def test_encoder_only_deepnorm_constants_and_init_survive_roberta_init(mono_data):
-    from deepnet_fairseq.layers import DeepNormEncoderLayer
+    from deepnet_fairseq.method_layers import DeepNormEncoderLayer
 
     model, _, _ = build(mono_data, "deepnet_roberta_tiny", "--task", "masked_lm",
                         "--encoder-layers", 6, "--encoder-embed-dim", 256,
@@ -493,7 +524,7 @@ def test_encoder_only_deepnorm_constants_and_init_survive_roberta_init(mono_data
 
 
 def test_decoder_only_deepnorm_constants(mono_data):
-    from deepnet_fairseq.layers import DeepNormDecoderLayer
+    from deepnet_fairseq.method_layers import DeepNormDecoderLayer
 
     model, _, _ = build(mono_data, "deepnet_lm_tiny", "--task", "language_modeling",
                         "--decoder-layers", 24, "--tokens-per-sample", 32)

@@ -12,84 +12,56 @@ for a single stack (Figure 2; ``constants.encoder_only`` / ``constants.decoder_o
   (12 layers, 768 / 3072 / 12 heads, as ``transformer_lm_gpt``) and ``deepnet_lm_tiny``
   (2, 64 / 128 / 2); depth from ``--decoder-layers``.
 
-``--deepnorm-{encoder,decoder}-{alpha,beta}`` override the constants and
-``--deepnorm-ln-lr-multiplier`` scales the LayerNorms' step (``layernorm_lr.py``; ``auto`` is
-beta^2/alpha^2 = 1/(4N) here), as for translation.
+Both are built from DeepNet's declaration (``methods``) and rule (``method_layers.DeepNorm``),
+with the model's one stack: the same options (``--deepnorm-{encoder,decoder}-{alpha,beta}``
+of the stack the model has override the constants; ``--deepnorm-ln-lr-multiplier`` scales the
+LayerNorms' step, ``auto`` is beta^2/alpha^2 = 1/(4N) here), the same checks.
 """
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
 
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaEncoder, RobertaModel
 from fairseq.models.roberta.model import base_architecture as roberta_base_architecture
-from fairseq.models.transformer import TransformerConfig, TransformerDecoder, TransformerEncoderBase
+from fairseq.models.transformer import TransformerConfig
 from fairseq.models.transformer_lm import (
     TransformerLanguageModel,
     TransformerLanguageModelConfig,
     base_lm_architecture,
 )
-from fairseq.dataclass import FairseqDataclass
 from fairseq.utils import safe_getattr, safe_hasattr
 
-from .. import constants, layernorm_lr
+from .. import methods
 from ..initialization import deepnorm_init_
-from ..layers import DeepNormDecoderLayer, DeepNormEncoderLayer, wrap_for_training
+from ..method_layers import DeepNormDecoderLayer, DeepNormEncoderLayer
+from .method_transformers import (MethodDecoder, MethodEncoder, model_config,
+                                  set_option_defaults, validate)
+
+DEEPNET = methods.get("deepnet")
+DeepNormConfig = model_config(DEEPNET)
+"""DeepNet's options, the same dataclass as ``deepnet_transformer``'s."""
+
+ENCODER_ONLY, DECODER_ONLY = ("encoder",), ("decoder",)
 
 
-def _reject_pre_ln(args, side: str) -> None:
-    if safe_getattr(args, f"{side}_normalize_before", False):
-        raise ValueError(
-            f"--{side}-normalize-before cannot be used with --arch {args.arch}: DeepNorm is a "
-            f"Post-LN method. Drop the flag (fairseq's own {'roberta_prenorm' if side == 'encoder' else 'transformer_lm'} "
-            f"is the Pre-LN baseline).")
-
-
-def _tag_layernorms(args, c: constants.DeepNormConstants, side: str, layers) -> None:
-    """--deepnorm-ln-lr-multiplier for the one stack; single-stack constants are the paper's."""
-    k = layernorm_lr.stack_multipliers(safe_getattr(args, "deepnorm_ln_lr_multiplier", None),
-                                       c, "paper")[side]
-    layernorm_lr.tag_layers(layers, k)
+def _layer_config(args) -> TransformerConfig:
+    """The config the DeepNorm layers read. From an OmegaConf config (the LM's, registered with
+    a dataclass) ``from_namespace`` copies only fairseq's own fields, so DeepNet's are copied
+    here: the layers read their overrides and the stack its --deepnorm-ln-lr-multiplier."""
+    cfg = TransformerConfig.from_namespace(args)
+    for option in DEEPNET.model_options:
+        setattr(cfg, option.name, safe_getattr(args, option.name, option.default))
+    return cfg
 
 
 # --- encoder-only (RoBERTa) ----------------------------------------------------------------
 
 
-def encoder_only_constants(args) -> constants.DeepNormConstants:
-    return constants.encoder_only(args.encoder_layers).with_overrides(
-        encoder_alpha=safe_getattr(args, "deepnorm_encoder_alpha", None),
-        encoder_beta=safe_getattr(args, "deepnorm_encoder_beta", None))
-
-
-@dataclass
-class EncoderOnlyDeepNormConfig(FairseqDataclass):
-    deepnorm_encoder_alpha: Optional[float] = field(
-        default=None, metadata={"help": "DeepNorm skip-path scale alpha; default: the paper's "
-                                "encoder-only (2N)^(1/4) for the actual --encoder-layers"})
-    deepnorm_encoder_beta: Optional[float] = field(
-        default=None, metadata={"help": "DeepNorm init gain beta; default: the paper's "
-                                "encoder-only (8N)^(-1/4) for the actual --encoder-layers"})
-    deepnorm_ln_lr_multiplier: Optional[str] = field(
-        default=None, metadata={"help": layernorm_lr.HELP})
-
-
-class DeepNetSentenceEncoder(TransformerEncoderBase):
-    """fairseq's Transformer encoder built from DeepNorm layers with encoder-only constants."""
-
-    def __init__(self, args, dictionary, embed_tokens):
-        self.constants = encoder_only_constants(args)
-        super().__init__(TransformerConfig.from_namespace(args), dictionary, embed_tokens)
-
-    def build_encoder_layer(self, cfg):
-        layer = DeepNormEncoderLayer(cfg, alpha=self.constants.encoder_alpha,
-                                     beta=self.constants.encoder_beta, return_fc=self.return_fc)
-        return wrap_for_training(layer, cfg)
-
-
 class DeepNetRobertaEncoder(RobertaEncoder):
     def build_encoder(self, args, dictionary, embed_tokens):
-        return DeepNetSentenceEncoder(args, dictionary, embed_tokens)
+        return MethodEncoder(_layer_config(args), dictionary, embed_tokens,
+                             DeepNormEncoderLayer, stacks=ENCODER_ONLY)
 
 
 @register_model("deepnet_roberta")
@@ -104,15 +76,12 @@ class DeepNetRobertaModel(RobertaModel):
     @classmethod
     def add_args(cls, parser):
         RobertaModel.add_args(parser)
-        gen_parser_from_dataclass(parser, EncoderOnlyDeepNormConfig(), delete_default=True)
+        gen_parser_from_dataclass(parser, DeepNormConfig(), delete_default=True)
 
     def __init__(self, args, encoder):
         super().__init__(args, encoder)
-        c = encoder_only_constants(args)
-        layers = self.encoder.sentence_encoder.layers
-        for layer in layers:
-            deepnorm_init_(layer, c.encoder_beta)
-        _tag_layernorms(args, c, "encoder", layers)
+        for layer in self.encoder.sentence_encoder.layers:
+            deepnorm_init_(layer, layer.beta)
 
     @classmethod
     def build_model(cls, args, task):
@@ -135,12 +104,9 @@ class DeepNetRobertaModel(RobertaModel):
 @register_model_architecture("deepnet_roberta", "deepnet_roberta_base")
 def deepnet_roberta_architecture(args):
     """RoBERTa base size (12 layers, 768 / 3072 / 12 heads), Post-LN DeepNorm."""
-    _reject_pre_ln(args, "encoder")
-    for name in ("deepnorm_encoder_alpha", "deepnorm_encoder_beta", "deepnorm_ln_lr_multiplier"):
-        setattr(args, name, safe_getattr(args, name, None))
+    set_option_defaults(DEEPNET, args)
     roberta_base_architecture(args)
-    encoder_only_constants(args)  # raises on a non-positive depth or override
-    layernorm_lr.validate(args)
+    validate(DEEPNET, args, ENCODER_ONLY)
 
 
 @register_model_architecture("deepnet_roberta", "deepnet_roberta_large")
@@ -166,37 +132,10 @@ def deepnet_roberta_tiny_architecture(args):
 # --- decoder-only (GPT-style language model) -----------------------------------------------
 
 
-def decoder_only_constants(args) -> constants.DeepNormConstants:
-    return constants.decoder_only(args.decoder_layers).with_overrides(
-        decoder_alpha=safe_getattr(args, "deepnorm_decoder_alpha", None),
-        decoder_beta=safe_getattr(args, "deepnorm_decoder_beta", None))
-
-
 @dataclass
-class DeepNetLanguageModelConfig(TransformerLanguageModelConfig):
-    deepnorm_decoder_alpha: Optional[float] = field(
-        default=None, metadata={"help": "DeepNorm skip-path scale alpha; default: the paper's "
-                                "decoder-only (2M)^(1/4) for the actual --decoder-layers"})
-    deepnorm_decoder_beta: Optional[float] = field(
-        default=None, metadata={"help": "DeepNorm init gain beta; default: the paper's "
-                                "decoder-only (8M)^(-1/4) for the actual --decoder-layers"})
-    deepnorm_ln_lr_multiplier: Optional[str] = field(
-        default=None, metadata={"help": layernorm_lr.HELP})
-
-
-class DeepNetLMDecoder(TransformerDecoder):
-    """fairseq's decoder (as ``transformer_lm`` builds it) from DeepNorm decoder layers."""
-
-    def __init__(self, args, dictionary, embed_tokens):
-        self.constants = decoder_only_constants(args)
-        super().__init__(args, dictionary, embed_tokens, no_encoder_attn=True)
-
-    def build_decoder_layer(self, args, no_encoder_attn=False):
-        cfg = TransformerConfig.from_namespace(args)
-        layer = DeepNormDecoderLayer(cfg, alpha=self.constants.decoder_alpha,
-                                     beta=self.constants.decoder_beta,
-                                     no_encoder_attn=no_encoder_attn)
-        return wrap_for_training(layer, cfg)
+class DeepNetLanguageModelConfig(TransformerLanguageModelConfig, DeepNormConfig):
+    """fairseq's transformer_lm options and DeepNet's (the LM model is registered with its
+    dataclass, so the two are joined here)."""
 
 
 @register_model("deepnet_lm", dataclass=DeepNetLanguageModelConfig)
@@ -213,25 +152,23 @@ class DeepNetLanguageModel(TransformerLanguageModel):
             shell = super().build_model(args, task)
         finally:
             args.decoder_layers = layers
-        model = cls(DeepNetLMDecoder(args, task.target_dictionary, shell.decoder.embed_tokens))
-        _tag_layernorms(args, model.decoder.constants, "decoder", model.decoder.layers)
-        return model
+        return cls(MethodDecoder(_layer_config(args), task.target_dictionary,
+                                 shell.decoder.embed_tokens, DeepNormDecoderLayer,
+                                 no_encoder_attn=True, stacks=DECODER_ONLY))
 
 
 @register_model_architecture("deepnet_lm", "deepnet_lm_gpt")
 def deepnet_lm_architecture(args):
     """GPT size (12 layers, 768 / 3072 / 12 heads, GELU), Post-LN DeepNorm."""
-    _reject_pre_ln(args, "decoder")
+    set_option_defaults(DEEPNET, args)
     args.decoder_embed_dim = safe_getattr(args, "decoder_embed_dim", 768)
     args.decoder_ffn_embed_dim = safe_getattr(args, "decoder_ffn_embed_dim", 3072)
     args.decoder_layers = safe_getattr(args, "decoder_layers", 12)
     args.decoder_attention_heads = safe_getattr(args, "decoder_attention_heads", 12)
     args.activation_fn = safe_getattr(args, "activation_fn", "gelu")
+    validate(DEEPNET, args, DECODER_ONLY)  # before base_lm_architecture, which forces Pre-LN
     base_lm_architecture(args)
-    args.decoder_normalize_before = False  # base_lm_architecture forces Pre-LN; DeepNorm is Post-LN
-    args.deepnorm_ln_lr_multiplier = safe_getattr(args, "deepnorm_ln_lr_multiplier", None)
-    decoder_only_constants(args)  # raises on a non-positive depth or override
-    layernorm_lr.validate(args)
+    args.decoder_normalize_before = False  # DeepNorm is Post-LN
 
 
 @register_model_architecture("deepnet_lm", "deepnet_lm_tiny")

@@ -1,20 +1,24 @@
 """The methods of ``deepnet_fairseq.methods`` as fairseq models and architectures.
 
 Everything here is derived from the method declarations: for each method with a layer rule of its
-own this registers the model ``<name>_transformer`` (fairseq's Transformer building the rule's
-layers) and, for every method but DeepNet (``deepnet_transformer``, which registers its own), the
-architectures ``<arch>`` (base size: 512 hidden, 2048 FFN, 8 heads; depth from
-``--encoder-layers`` / ``--decoder-layers``) and ``<arch>_tiny`` (64 / 128 / 2 heads, 2L-2L).
-Post-LN and Pre-LN are fairseq's own ``transformer`` under this plugin's naming. Each arch hook
-sets the LayerNorm placement the method is defined for and rejects what it is not defined for,
-while fairseq parses the arguments, so that nothing is written to --save-dir.
+own (DeepNet's DeepNorm included) this registers the model ``<name>_transformer`` (fairseq's
+Transformer building the rule's layers, with the method's ``model_options``) and, for every
+method not selected by options on another's arch, the architectures ``<arch>`` (base size: 512
+hidden, 2048 FFN, 8 heads; depth from ``--encoder-layers`` / ``--decoder-layers``) and
+``<arch>_tiny`` (64 / 128 / 2 heads, 2L-2L). Post-LN and Pre-LN are fairseq's own
+``transformer`` under this plugin's naming. Each arch hook runs the rule's ``validate`` (the
+LayerNorm placement the method is defined for, and the rule's own checks) while fairseq parses
+the arguments, so that nothing is written to --save-dir.
 """
 
+import functools
 from dataclasses import field, make_dataclass
+from typing import Optional
 
 import torch
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.distributed import fsdp_wrap
 from fairseq.models import MODEL_REGISTRY, register_model, register_model_architecture
 from fairseq.models.transformer import (
     TransformerConfig,
@@ -24,49 +28,57 @@ from fairseq.models.transformer import (
     base_architecture,
 )
 
-from .. import constants, methods
-from ..layers import wrap_for_training
-from ..method_layers import DLCL, LayerAggregation, layer_classes
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+
+from .. import methods
+from ..method_layers import ENCODER_DECODER, RULES, layer_classes
 
 # --- stacks that build the method's layers -------------------------------------------------
 
 
-def _attach_aggregation(stack, embed_dim: int) -> None:
-    """DLCL: give the stack its layer aggregation and point every layer at it."""
-    stack.layer_aggregation = LayerAggregation(len(stack.layers), embed_dim)
-    for layer in stack.layers:
-        layer.attach(stack.layer_aggregation)
+def wrap_for_training(layer, cfg):
+    """Apply fairseq's activation-checkpointing and FSDP wrappers to an initialised layer.
+
+    The same two steps as fairseq's ``TransformerEncoderBase.build_encoder_layer``: with
+    ``--checkpoint-activations`` the layer is checkpointed and FSDP always wraps it.
+    """
+    checkpoint = cfg.checkpoint_activations
+    if checkpoint:
+        layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+    return fsdp_wrap(layer, min_num_params=0 if checkpoint else cfg.min_params_to_wrap)
 
 
 class MethodEncoder(TransformerEncoderBase):
-    """fairseq's encoder building ``layer_cls(cfg, index=l)`` for l = 1..N."""
+    """fairseq's encoder building ``layer_cls(cfg, index=l, stacks=stacks)`` for l = 1..N;
+    ``stacks``: the model's stacks, ("encoder",) in an encoder-only model."""
 
-    def __init__(self, cfg, dictionary, embed_tokens, layer_cls, return_fc=False):
-        self.layer_cls = layer_cls  # read by build_encoder_layer, during super().__init__
+    def __init__(self, cfg, dictionary, embed_tokens, layer_cls, return_fc=False,
+                 stacks=ENCODER_DECODER):
+        self.layer_cls, self.stacks = layer_cls, stacks  # read during super().__init__
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        if issubclass(layer_cls, DLCL):
-            _attach_aggregation(self, cfg.encoder.embed_dim)
         layer_cls.stack_built(self)
 
     def build_encoder_layer(self, cfg):
         self.num_built = getattr(self, "num_built", 0) + 1
-        layer = self.layer_cls(cfg, index=self.num_built, return_fc=self.return_fc)
+        layer = self.layer_cls(cfg, index=self.num_built, stacks=self.stacks,
+                               return_fc=self.return_fc)
         return wrap_for_training(layer, cfg)
 
 
 class MethodDecoder(TransformerDecoderBase):
-    """fairseq's decoder building ``layer_cls(cfg, index=l)`` for l = 1..M."""
+    """fairseq's decoder building ``layer_cls(cfg, index=l, stacks=stacks)`` for l = 1..M;
+    ``stacks``: the model's stacks, ("decoder",) in a decoder-only model."""
 
-    def __init__(self, cfg, dictionary, embed_tokens, layer_cls, no_encoder_attn=False):
-        self.layer_cls = layer_cls
+    def __init__(self, cfg, dictionary, embed_tokens, layer_cls, no_encoder_attn=False,
+                 stacks=ENCODER_DECODER):
+        self.layer_cls, self.stacks = layer_cls, stacks
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
-        if issubclass(layer_cls, DLCL):
-            _attach_aggregation(self, cfg.decoder.embed_dim)
         layer_cls.stack_built(self)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         self.num_built = getattr(self, "num_built", 0) + 1
-        layer = self.layer_cls(cfg, index=self.num_built, no_encoder_attn=no_encoder_attn)
+        layer = self.layer_cls(cfg, index=self.num_built, stacks=self.stacks,
+                               no_encoder_attn=no_encoder_attn)
         return wrap_for_training(layer, cfg)
 
 
@@ -139,56 +151,63 @@ def initialise_from_batch(model, net_input: dict) -> None:
 # --- architectures and their checks --------------------------------------------------------
 
 
-def _validate(method: methods.Method, args) -> None:
-    method.set_layer_norm_placement(args)
-    if method.layers == "DLCL":
-        if getattr(args, "checkpoint_activations", False):
-            raise ValueError(
-                f"--checkpoint-activations cannot be used with --arch {args.arch}: DLCL's layer "
-                f"aggregation passes every layer's output to the later layers outside the "
-                f"checkpointed forward. Drop the flag (or reduce --max-tokens).")
-        for side in ("encoder", "decoder"):
-            if getattr(args, f"{side}_layerdrop", 0) or getattr(args, f"{side}_layers_to_keep",
-                                                                   None):
-                raise ValueError(
-                    f"--{side}-layerdrop / --{side}-layers-to-keep cannot be used with --arch "
-                    f"{args.arch}: DLCL's aggregation weights are defined over all layers.")
-    for side in ("encoder", "decoder"):
-        constants._check_depth(f"--{side}-layers", getattr(args, f"{side}_layers"))
-    if method.name == "ds_init":
-        constants.ds_init_gain(1, args.ds_init_alpha)  # raises outside (0, 1]
+def set_option_defaults(method: methods.Method, args) -> None:
+    """The defaults of the method's ``model_options`` where ``args`` has none."""
+    for option in method.model_options:
+        if getattr(args, option.name, None) is None:
+            setattr(args, option.name, option.default)
 
 
-def _base(method: methods.Method):
-    def architecture(args):
-        for option in method.model_options:
-            setattr(args, option.name, getattr(args, option.name, option.default))
+def validate(method: methods.Method, args, stacks=ENCODER_DECODER) -> None:
+    """The arch hook's checks: the rule's, or the LayerNorm placement alone for a method built
+    by an existing model."""
+    if method.layers is None:
+        method.set_layer_norm_placement(args)
+    else:
+        RULES[method.layers].validate(args, method, stacks)
+
+
+def architecture(method: methods.Method):
+    """The arch hook of ``method.arch``: base size, depth from --*-layers."""
+    def hook(args):
+        set_option_defaults(method, args)
         base_architecture(args)
-        _validate(method, args)
+        validate(method, args)
 
-    architecture.__doc__ = f"{method.name}: base size (512/2048/8 heads), depth from --*-layers."
-    return architecture
+    hook.__doc__ = f"{method.name}: base size (512/2048/8 heads), depth from --*-layers."
+    return hook
 
 
 def _tiny(method: methods.Method):
-    base = _base(method)
+    base = architecture(method)
 
-    def architecture(args):
+    def hook(args):
         methods.apply_tiny_size(args)
         base(args)
 
-    architecture.__doc__ = f"{method.name}: 64/128/2 heads, 2L-2L by default (tests, debugging)."
-    return architecture
+    hook.__doc__ = f"{method.name}: 64/128/2 heads, 2L-2L by default (tests, debugging)."
+    return hook
+
+
+@functools.lru_cache(maxsize=None)
+def model_config(method: methods.Method) -> type:
+    """The option dataclass of the method's ``model_options`` (``<rule>Config``): what its
+    model adds to fairseq-train's parser."""
+    def annotation(option):
+        if option.choices:
+            return ChoiceEnum(option.choices)
+        return Optional[option.kind] if option.default is None else option.kind
+
+    return make_dataclass(
+        f"{method.layers}Config",
+        [(o.name, annotation(o), field(default=o.default, metadata={"help": o.help}))
+         for o in method.model_options], bases=(FairseqDataclass,))
 
 
 def _model_class(method: methods.Method) -> type:
-    config = make_dataclass(
-        f"{method.layers}Config",
-        [(o.name, float, field(default=o.default, metadata={"help": o.help}))
-         for o in method.model_options], bases=(FairseqDataclass,))
     camel = "".join(part.title() for part in method.name.split("_"))
     return type(f"{camel}TransformerModel", (MethodTransformerModel,),
-                {"method": method, "config": config, "__module__": __name__,
+                {"method": method, "config": model_config(method), "__module__": __name__,
                  "__doc__": f"{method.summary} ({method.paper})."})
 
 
@@ -201,9 +220,10 @@ def register_method(method: methods.Method) -> methods.Method:
         register_model(method.model)(_model_class(method))
     elif method.model not in MODEL_REGISTRY:
         raise ValueError(f"method {method.name}: no fairseq model named {method.model!r}")
-    if method.registers_arch:
-        register_model_architecture(method.model, method.arch)(_base(method))
-        register_model_architecture(method.model, f"{method.arch}_tiny")(_tiny(method))
+    if method.archs:
+        arch, tiny = method.archs
+        register_model_architecture(method.model, arch)(architecture(method))
+        register_model_architecture(method.model, tiny)(_tiny(method))
     return method
 
 
