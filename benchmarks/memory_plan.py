@@ -21,9 +21,10 @@ device, and prints them with their ratio.
   order: resident = their sum over building the trainer and the first update, peak = resident
   + the highest running sum during the second update. The process's RSS is not used: it also
   counts Python's and the libraries' own memory, and glibc keeps freed blocks mapped (or not)
-  depending on their size, which made a first RSS-based try read about 0.8 of the estimate.
+  depending on their size (at 24L-24L a process's RSS reached 8.5 GB while torch held 4.5; run
+  the zero modes with MALLOC_MMAP_THRESHOLD_=131072 so that two such processes fit 24 GB).
   fp16 on CPU lifts fairseq's two CUDA-only calls (deepnet_fairseq.fairseq_train_compat); its
-  half-precision kernels are slow (about 30x fp32), hence fewer tokens for it.
+  half-precision kernels are slow (about 15x fp32), hence fewer tokens for it.
 """
 import argparse
 import gc
