@@ -2,17 +2,30 @@
 
     CONFIGS="6:fp16:0 18:fp16:0 100:fp16:1" python benchmarks/memory_plan.py [--json OUT.jsonl]
 
-Each config is LAYERS (per side):PRECISION (fp16, bf16, fp32, mefp16 = memory-efficient fp16):
-CHECKPOINTING (0/1). For each, fairseq's Trainer trains a DeepNet model on a batch of SENT x
-(LEN+1) target tokens (128 x 32 = 4,096 by default; vocabulary VOCAB + 4) and measures the
-resident bytes after updates and the peak during them: on CUDA torch.cuda.max_memory_allocated
-(fairseq's Trainer resets that counter inside train_step, so the reset is disabled here), on
-CPU the process's peak RSS (VmHWM, reset through /proc/self/clear_refs; CPU runs fp32 only and
-the figures include the allocator's and Python's own memory). It prints each measured peak
-beside ``deepnet_fairseq.recipes.memory``'s estimate and their ratio; results/memory/
-h200-fairseq-trainer-peaks.jsonl is its output on an H200, from which the plan was fitted.
-"""
+Each config is LAYERS (per side):MODE:CHECKPOINTING (0/1)[:SENT], MODE one of fp16, bf16, fp32,
+mefp16 (memory-efficient fp16), zero and zero-bf16 (fp32 or bf16 with ZeRO-1, --zero-sharding os
+and --fp16-no-flatten-grads, in 2 processes: CPU only, gloo and --ddp-backend legacy_ddp, each
+process with the whole batch). For each,
+fairseq's Trainer trains a DeepNet model on a batch of SENT x (LEN+1) target tokens (SENT from
+the config or the environment: 128 x 32 = 4,096 by default on CUDA, 32 x 32 = 1,024 on CPU;
+vocabulary VOCAB + 4) and measures the resident bytes after the first update and the peak
+during the next, per process, against ``deepnet_fairseq.recipes.memory``'s estimate for that
+device, and prints them with their ratio.
 
+* CUDA: torch.cuda.memory_allocated / max_memory_allocated (fairseq's Trainer resets that
+  counter inside train_step, so the reset is disabled here); results/memory/
+  h200-fairseq-trainer-peaks.jsonl is this on an H200, from which the CUDA plan was fitted.
+* CPU: torch's own CPU allocations, which is what the estimate counts. torch has no CPU peak
+  counter, so the allocator's events are recorded (torch.profiler, profile_memory=True: every
+  allocation and free of torch's CPU allocator, with its size and time) and summed in time
+  order: resident = their sum over building the trainer and the first update, peak = resident
+  + the highest running sum during the second update. The process's RSS is not used: it also
+  counts Python's and the libraries' own memory, and glibc keeps freed blocks mapped (or not)
+  depending on their size (at 24L-24L a process's RSS reached 8.5 GB while torch held 4.5; run
+  the zero modes with MALLOC_MMAP_THRESHOLD_=131072 so that two such processes fit 24 GB).
+  fp16 on CPU lifts fairseq's two CUDA-only calls (deepnet_fairseq.fairseq_train_compat); its
+  half-precision kernels are slow (about 15x fp32), hence fewer tokens for it.
+"""
 import argparse
 import gc
 import json
@@ -32,42 +45,38 @@ from deepnet_fairseq.recipes.memory import GB, estimate  # noqa: E402
 CUDA = torch.cuda.is_available()
 
 
-def _rss_peak() -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
-
-
-def _rss_now() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def _reset_peak() -> None:
-    if CUDA:
-        torch.cuda.reset_peak_memory_stats()
-    else:
-        with open("/proc/self/clear_refs", "w") as handle:  # "5": reset VmHWM to the RSS now
-            handle.write("5")
+    torch.cuda.reset_peak_memory_stats()
 
 
 def _allocated() -> int:
-    if CUDA:
-        torch.cuda.synchronize()
-        return torch.cuda.memory_allocated()
-    return _rss_now()
+    torch.cuda.synchronize()
+    return torch.cuda.memory_allocated()
 
 
 def _peak() -> int:
-    if CUDA:
-        torch.cuda.synchronize()
-        return torch.cuda.max_memory_allocated()
-    return _rss_peak()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated()
 
 
-def build_trainer(data_dir, layers, precision, checkpointing):
+def cpu_allocations(fn):
+    """(net, peak) bytes of torch's CPU allocations while ``fn()`` runs, both relative to its
+    start: the sum of the allocator's events and the highest running sum (module docstring)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                    if e.name() == "[memory]" and e.device_type() == DeviceType.CPU)
+    total = peak = 0
+    for _, nbytes in events:  # a free is a negative event
+        total += nbytes
+        peak = max(peak, total)
+    return total, peak
+
+
+def build_trainer(data_dir, layers, precision, checkpointing, distributed=()):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
@@ -81,8 +90,15 @@ def build_trainer(data_dir, layers, precision, checkpointing):
              "mefp16": ["--memory-efficient-fp16"]}[precision]
     argv += ["--checkpoint-activations"] if checkpointing else []
     argv += [] if CUDA else ["--cpu"]
+    argv += list(distributed)
+    if not CUDA and precision in ("fp16", "mefp16"):
+        from deepnet_fairseq import fairseq_train_compat
+        fairseq_train_compat.lift_cuda_calls_of_fp16()
+        # a loss summed over the batch's tokens times fairseq's initial scale (128) overflows
+        # fp16 in the first steps, each a whole slow CPU step skipped: start unscaled
+        argv += ["--fp16-init-scale", "1"]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
-    args.tpu = False  # --bf16 implies --tpu in fairseq 0.12; this is a GPU
+    args.tpu = False  # --bf16 implies --tpu in fairseq 0.12; this is a GPU or a CPU
     cfg = convert_namespace_to_omegaconf(args)
     cfg.common.tpu = False
     torch.manual_seed(1)
@@ -91,28 +107,102 @@ def build_trainer(data_dir, layers, precision, checkpointing):
     return Trainer(cfg, task, model, task.build_criterion(cfg.criterion)), task, model
 
 
-def measure(data_dir, layers, precision, checkpointing, sent, length):
-    gc.collect()
-    if CUDA:
-        torch.cuda.empty_cache()
-    base = _allocated()
+def update(trainer, batch, tries=20) -> None:
+    """One update, through fp16's overflowed (skipped) steps: a skipped step never runs the
+    optimizer, so neither allocates Adam's state nor reaches the step's peak."""
+    done = trainer.get_num_updates()
+    for _ in range(tries):
+        trainer.train_step([batch])
+        if trainer.get_num_updates() > done:
+            return
+    raise RuntimeError(f"no update in {tries} steps (every one overflowed)")
+
+
+def measure(data_dir, layers, precision, checkpointing, sent, length, distributed=()):
     row = {"layers": layers, "precision": precision, "ckpt": checkpointing,
            "tokens": sent * (length + 1), "device": torch.cuda.get_device_name(0) if CUDA
            else "cpu"}
-    trainer, task, model = build_trainer(data_dir, layers, precision, checkpointing)
-    row["params"] = sum(p.numel() for p in model.parameters())
-    batch = reverse_copy_batch(task.source_dictionary, sent, length,
-                               torch.Generator().manual_seed(1))
-    trainer.train_step([batch])  # the first update allocates Adam's state: resident from here
-    row["resident"] = _allocated() - base
-    _reset_peak()
-    start = time.time()
-    for _ in range(3):
-        trainer.train_step([batch])
-    row["step_s"] = (time.time() - start) / 3
-    row["peak"] = _peak() - base
-    row["resident"] = max(row["resident"], _allocated() - base)
+    state = {}
+
+    def build_and_first_update():
+        trainer, task, model = build_trainer(data_dir, layers, precision, checkpointing,
+                                             distributed)
+        batch = reverse_copy_batch(task.source_dictionary, sent, length,
+                                   torch.Generator().manual_seed(1))
+        update(trainer, batch)  # the first update allocates Adam's state: resident from here
+        state.update(trainer=trainer, model=model, batch=batch)
+
+    if CUDA:
+        gc.collect()
+        torch.cuda.empty_cache()
+        base = _allocated()
+        build_and_first_update()
+        row["resident"] = _allocated() - base
+        _reset_peak()
+        start = time.time()
+        for _ in range(3):
+            update(state["trainer"], state["batch"])
+        row["step_s"] = (time.time() - start) / 3
+        row["peak"] = _peak() - base
+        row["resident"] = max(row["resident"], _allocated() - base)
+    else:
+        # the previous config's trainer holds reference cycles: collected now, its frees would
+        # count against this one's allocations
+        gc.collect()
+        row["resident"], _ = cpu_allocations(build_and_first_update)
+        start = time.time()
+        _, above = cpu_allocations(lambda: update(state["trainer"], state["batch"]))
+        row["step_s"] = time.time() - start
+        row["peak"] = row["resident"] + above
+    row["params"] = sum(p.numel() for p in state["model"].parameters())
     return row
+
+
+def _zero_rank(rank, port, mode, data_dir, layers, sent, length, out):
+    """One of the 2 processes of a ``zero`` config: its row, written to OUT.rank<r>.json."""
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                                         rank=rank, world_size=2)
+    distributed = ["--distributed-world-size", "2", "--distributed-rank", str(rank),
+                   "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp",
+                   "--zero-sharding", "os"]
+    precision = "bf16" if mode == "zero-bf16" else "fp32"
+    if precision == "bf16":  # fairseq refuses ZeRO with FP16Optimizer's one flat fp32 copy
+        distributed.append("--fp16-no-flatten-grads")
+    row = measure(data_dir, layers, precision, False, sent, length, distributed)
+    row.update(rank=rank, precision=mode)
+    with open(f"{out}.rank{rank}.json", "w") as handle:
+        json.dump(row, handle)
+
+
+def measure_zero(mode, data_dir, layers, sent, length):
+    """The process with the higher peak of a 2-process ZeRO-1 run (module docstring)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    out = os.path.join(data_dir, f"{mode}-{layers}")
+    mp.spawn(_zero_rank, args=(port, mode, data_dir, layers, sent, length, out), nprocs=2)
+    rows = []
+    for rank in (0, 1):
+        with open(f"{out}.rank{rank}.json") as handle:
+            rows.append(json.load(handle))
+    row = max(rows, key=lambda r: r["peak"])
+    row["peaks"] = [r["peak"] for r in rows]
+    return row
+
+
+def estimate_row(row, vocab):
+    """The plan's estimate for a measured row."""
+    precision = row["precision"]
+    memory_efficient, zero = precision == "mefp16", precision.startswith("zero")
+    precision = {"mefp16": "fp16", "zero": "fp32", "zero-bf16": "bf16"}.get(precision, precision)
+    return estimate(row["params"], 2 * row["layers"], 512, vocab, row["tokens"], precision,
+                    row["ckpt"], zero=zero, memory_efficient=memory_efficient,
+                    world=2 if zero else 1, device="cuda" if CUDA else "cpu")
 
 
 def main(argv=None) -> int:
@@ -120,7 +210,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", help="also write the rows here, one JSON object per line")
     args = parser.parse_args(argv)
-    sent, length = int(os.environ.get("SENT", "128")), int(os.environ.get("LEN", "31"))
+    sent = int(os.environ.get("SENT", "128" if CUDA else "32"))
+    length = int(os.environ.get("LEN", "31"))
     words = int(os.environ.get("VOCAB", "32000"))
     default = "6:fp16:0 18:fp16:0" if CUDA else "2:fp32:0 6:fp32:0"
     configs = [c.split(":") for c in os.environ.get("CONFIGS", default).split()]
@@ -129,21 +220,26 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as data_dir:
         write_dictionary(data_dir, words)
-        print(f"{'config':<18} {'resident':>9} {'peak':>9} {'estimate':>9} {'ratio':>6}  GB")
-        for layers, precision, ckpt in configs:
-            row = measure(data_dir, int(layers), precision, ckpt == "1", sent, length)
-            memory_efficient = precision == "mefp16"
-            est = estimate(row["params"], 2 * row["layers"], 512, words + 4, row["tokens"],
-                           "fp16" if memory_efficient else precision, row["ckpt"],
-                           memory_efficient=memory_efficient)
-            row["estimate"] = est.peak
-            print(f"{layers + 'L ' + precision + (' ckpt' if row['ckpt'] else ''):<18} "
-                  f"{row['resident'] / GB:9.3f} {row['peak'] / GB:9.3f} {est.peak / GB:9.3f} "
-                  f"{row['peak'] / est.peak:6.3f}", flush=True)
+        print(f"{'mode':<9} {'depth':<9} {'tokens':>6} {'resident':>9} {'estimate':>9} "
+              f"{'measured':>9} {'ratio':>6}  (GB = 1e9 bytes; estimate and measured: peak)")
+        for layers, precision, ckpt, *rest in configs:
+            n = int(rest[0]) if rest else sent
+            if precision.startswith("zero"):
+                if CUDA:
+                    raise SystemExit("zero: CPU only here (2 gloo processes)")
+                row = measure_zero(precision, data_dir, int(layers), n, length)
+            else:
+                row = measure(data_dir, int(layers), precision, ckpt == "1", n, length)
+            row["estimate"] = estimate_row(row, words + 4).peak
+            row["vocab"] = words + 4
+            mode = precision + (" ckpt" if row["ckpt"] else "")
+            print(f"{mode:<9} {layers + 'L-' + layers + 'L':<9} {row['tokens']:>6} "
+                  f"{row['resident'] / GB:9.3f} {row['estimate'] / GB:9.3f} "
+                  f"{row['peak'] / GB:9.3f} {row['peak'] / row['estimate']:6.3f}", flush=True)
             rows.append(row)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            out.writelines(json.dumps(row) + "\n" for row in rows)
+            if args.json:  # as it goes: a long run keeps what it measured
+                with open(args.json, "a" if len(rows) > 1 else "w", encoding="utf-8") as out:
+                    out.write(json.dumps(row) + "\n")
     return 0
 
 

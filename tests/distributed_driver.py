@@ -2,7 +2,7 @@
 
     torchrun --nproc_per_node 2 tests/distributed_driver.py RUNS.json
 
-RUNS.json is a list of {"name", "log", "argv"}. Each run is fairseq-train's own ``cli_main``
+RUNS.json is a list of {"name", "log", "argv"}, and optionally "steps". Each run is fairseq-train's own ``cli_main``
 (through ``deepnet_fairseq.fairseq_train_compat``, as the recipes launch CPU processes) with
 ``sys.argv`` set to ``argv``; the process group torchrun's environment set up for the first
 run is reused by the next (fairseq's ``distributed_init`` accepts an initialised one). This
@@ -11,6 +11,12 @@ spends torch/fairseq's import time (~15 s a launch on a small CPU) once for all 
 Rank 0 copies each run's log (fairseq logs on rank 0 only) to ``log``; every rank writes
 ``log + ".rank<r>.json"`` with the rank and world size it finished the run in. An exception
 ends the launch (torchrun then stops the other rank), naming the run that failed.
+
+With "steps", every rank saves to ``steps + ".rank<r>.pt"`` the first update's step of each
+model parameter (``{name: after - before}``), of each fp32 master copy when fairseq's
+FP16Optimizer keeps one per parameter (--fp16-no-flatten-grads), the classes of the
+optimizer's layers, and the names of the tagged LayerNorm parameters (layernorm_lr.py) whose
+optimizer state this rank's shard holds (ZeRO-1: fairscale's OSS partition).
 """
 
 import json
@@ -18,9 +24,50 @@ import logging
 import os
 import sys
 
+import torch
 import torch.distributed as dist
 
-from deepnet_fairseq import fairseq_train_compat
+from deepnet_fairseq import fairseq_train_compat, layernorm_lr
+
+
+def record_first_update(path: str):
+    """Wrap fairseq's ``Trainer.train_step`` to save the first update's steps (module
+    docstring); returns a function that undoes the wrapping."""
+    from fairseq.trainer import Trainer
+
+    original = Trainer.train_step
+    state = {}
+
+    def train_step(self, samples, *args, **kwargs):
+        if self.get_num_updates() == 0:  # again after an overflowed (skipped) fp16 update
+            state["before"] = {n: p.detach().clone() for n, p in self.get_model().named_parameters()}
+        result = original(self, samples, *args, **kwargs)
+        if self.get_num_updates() == 1 and "saved" not in state:
+            state["saved"] = True
+            save_steps(self, state["before"], f"{path}.rank{dist.get_rank()}.pt")
+        return result
+
+    Trainer.train_step = train_step
+    return lambda: setattr(Trainer, "train_step", original)
+
+
+def save_steps(trainer, before, path):
+    params = dict(trainer.get_model().named_parameters())
+    record = {"steps": {n: p.detach() - before[n] for n, p in params.items()}, "masters": None}
+    names = {id(p): n for n, p in params.items()}
+    masters = getattr(trainer.optimizer, "fp32_params", None)
+    if isinstance(masters, list):  # FP16Optimizer: one fp32 master per trainable parameter,
+        trainable = [n for n, p in params.items() if p.requires_grad]  # in the trainer's order
+        record["masters"] = {n: m.detach() - before[n].float() for n, m in zip(trainable, masters)}
+        names = {id(m): n for n, m in zip(trainable, masters)}
+    torch_optimizer = trainer.optimizer.optimizer  # what fairseq's wrapper steps
+    record["optimizers"] = [type(trainer.optimizer).__name__, type(torch_optimizer).__name__]
+    if hasattr(torch_optimizer, "partition_parameters"):  # fairscale's OSS and its shard
+        record["optimizers"].append(type(torch_optimizer.optim).__name__)
+        own = torch_optimizer.partition_parameters()[dist.get_rank()]
+        record["own_tagged"] = sorted(names[id(p)] for group in own for p in group["params"]
+                                      if layernorm_lr.multiplier_of(p) is not None)
+    torch.save(record, path)
 
 
 def main(spec: str) -> None:
@@ -34,6 +81,7 @@ def main(spec: str) -> None:
         if rank == 0:
             root.addHandler(handler)
         sys.argv = ["fairseq-train", *run["argv"]]
+        unwrap = record_first_update(run["steps"]) if run.get("steps") else None
         try:
             fairseq_train_compat.main()
         except BaseException:
@@ -42,6 +90,8 @@ def main(spec: str) -> None:
         finally:
             root.removeHandler(handler)
             handler.close()
+            if unwrap:
+                unwrap()
         with open(f"{run['log']}.rank{dist.get_rank()}.json", "w") as handle:
             json.dump({"rank": dist.get_rank(), "world_size": dist.get_world_size()}, handle)
 

@@ -43,8 +43,11 @@ def torchrun(*args, timeout=600) -> str:
     logs to stderr here)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *map(str, args)]
+    # this checkout's package first, also for a script (tests/distributed_driver.py), whose
+    # sys.path starts at its own folder rather than the working directory
+    path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
     output = proc.stdout + proc.stderr
     errors = "\n".join(line for line in output.splitlines() if "Error" in line)
     assert proc.returncode == 0, (f"torchrun exited {proc.returncode}; its errors:\n{errors}\n"
@@ -320,3 +323,68 @@ def test_a_zero1_checkpoint_averages_exports_and_decodes(zero, toy_data):
                              capture_output=True, text=True, check=True)
     hypotheses = [line for line in decoded.stdout.splitlines() if line.startswith("H-")]
     assert len(hypotheses) == 40  # every test sentence of the toy corpus
+
+
+# --- the LayerNorm lr multiplier under ZeRO-1 (issue 20 item 5) -------------------------------
+
+@pytest.fixture(scope="module")
+def zero_ln_lr(toy_data, tmp_path_factory):
+    """One update of 2 processes with ZeRO-1, in fp32 and in fp16 (unflattened master copies),
+    each without and with ``--deepnorm-ln-lr-multiplier auto``, in one torchrun launch.
+    (precision, "plain" or "scaled") -> [rank 0's record, rank 1's] (distributed_driver.py)."""
+    root = tmp_path_factory.mktemp("zero-ln-lr")
+    runs = []
+    for precision in sorted(ZERO):
+        for variant, option in (("plain", []), ("scaled", ["--deepnorm-ln-lr-multiplier", "auto"])):
+            name = f"{precision}-{variant}"
+            runs.append({"name": name, "log": str(root / f"{name}.log"),
+                         "steps": str(root / name),
+                         "argv": [str(toy_data), *TWO_PROCESSES, "--arch", "deepnet_transformer_tiny",
+                                  "--dropout", "0", "--max-update", "1", "--no-save",
+                                  *ZERO[precision], *option]})
+    spec = root / "runs.json"
+    spec.write_text(json.dumps(runs))
+    torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
+    return {tuple(run["name"].split("-")): [torch.load(f"{run['steps']}.rank{rank}.pt")
+                                            for rank in (0, 1)] for run in runs}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", sorted(ZERO))
+def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precision):
+    """With ZeRO-1 (fairscale's OSS steps each rank's shard of the parameters, then broadcasts
+    them), one update scales every tagged LayerNorm step by its stack's k on both ranks, the
+    tagged parameters of either rank's shard alike, and changes no other step. In fp16 the
+    steps compared are those of the fp32 master copies OSS shards (--fp16-no-flatten-grads)."""
+    from deepnet_fairseq import constants, layernorm_lr
+
+    plain, scaled = zero_ln_lr[(precision, "plain")], zero_ln_lr[(precision, "scaled")]
+    expected = layernorm_lr.stack_multipliers("auto", constants.encoder_decoder_for(2, 2, "paper"),
+                                              "paper")
+    layernorm = sorted(n for n in scaled[0]["steps"] if ".layers." in n and "layer_norm" in n)
+    assert len(layernorm) == 2 * (2 * 2 + 2 * 3)  # gain and bias of 2x2 encoder, 2x3 decoder LNs
+    optimizers = {"fp32": ["FairseqAdam", "FairseqOSS", "Adam"],
+                  "fp16": ["FP16Optimizer", "FairseqOSS", "Adam"]}[precision]
+    for records in (plain, scaled):
+        assert [r["optimizers"] for r in records] == [optimizers, optimizers]
+    # each rank's shard holds some of the tagged parameters, and together all of them
+    own = [set(r["own_tagged"]) for r in scaled]
+    assert own[0] and own[1] and not own[0] & own[1] and own[0] | own[1] == set(layernorm)
+    assert plain[0]["own_tagged"] == []
+    for key in ("steps", "masters") if precision == "fp16" else ("steps",):
+        for name in scaled[0][key]:  # the replicas agree after OSS's broadcast
+            for records in (plain, scaled):
+                assert torch.equal(records[0][key][name], records[1][key][name]), (key, name)
+    stepped = "masters" if precision == "fp16" else "steps"
+    for name, step in scaled[0][stepped].items():
+        base = plain[0][stepped][name]
+        if name in layernorm:
+            k = expected[name.split(".")[0]]
+            assert base.abs().max() > 1e-4, name  # a real step to compare with
+            # fp32 arithmetic next to values near 1: 2 ulps of 1.0 (fp16: on the masters too)
+            torch.testing.assert_close(step, k * base, rtol=1e-4, atol=2.4e-7, msg=name)
+        else:
+            assert torch.equal(step, base), f"{name} changed"
+    if precision == "fp16":  # and the fp16 model holds its masters' values, rounded
+        for name in layernorm:
+            assert not torch.equal(scaled[0]["steps"][name], plain[0]["steps"][name]), name

@@ -90,6 +90,8 @@ DOC_COMMANDS = [
      "tests/test_diagnostics.py::test_depth_study_writes_table_and_plot_and_reuses_runs"),
     (r"python benchmarks/throughput\.py.*",
      "tests/test_diagnostics.py::test_throughput_benchmark_prints_both_models"),
+    (r"(OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 )?(MALLOC_MMAP_THRESHOLD_=\d+ )?CONFIGS=\"[^\"]*\" python benchmarks/memory_plan\.py .*",
+     "tests/test_memory_plan.py::test_the_benchmark_measures_cpu_modes_beside_the_estimate"),
     (r"bash benchmarks/gpu_check\.sh.*",
      "tests/test_gpu_check.py::test_tiny_cpu_run_through_the_real_clis"),
     (r"python -m deepnet_fairseq\.recipes\.evaluate.*",

@@ -1,5 +1,6 @@
 """The memory plan (deepnet_fairseq/recipes/memory.py) and the launcher's use of it."""
 
+import glob
 import json
 import os
 
@@ -60,6 +61,68 @@ def test_estimate_within_15_percent_of_each_h200_point(row):
                               parts["optimizer-step temporaries"])
     assert resident == pytest.approx(row["resident"], rel=0.15)
     assert est.peak - resident == pytest.approx(row["peak"] - row["resident"], rel=0.15)
+    assert est.peak == pytest.approx(row["peak"], rel=0.15)
+
+
+# ---- on CPU ---------------------------------------------------------------------------------
+
+CPU_MEASURED = sorted(glob.glob(os.path.join(REPO, "results", "memory", "cpu-*.jsonl")))
+
+
+def test_cpu_estimate_components_by_hand():
+    """One small config, every component written out (memory.py's CPU terms: 12.4 bytes per
+    token per vocabulary entry, 71.0 / 36.6 bytes per token per layer per width unit in fp32 /
+    bf16; resident bytes per parameter as on a GPU)."""
+    P, L, d, V, T = 10_000_000, 4, 512, 1000, 1024
+    fp32 = estimate(P, L, d, V, T, "fp32", device="cpu").components
+    activations = T * (12.4 * V + L * d * 71.0)  # 161,595,392
+    assert activations == pytest.approx(161_595_392)
+    assert fp32 == pytest.approx({
+        "weights": 4 * P, "gradients": 4 * P, "fp32 master + its gradient": 0,
+        "Adam m and v": 8 * P, "DDP gradient buckets": 0, "activations": activations,
+        "optimizer-step temporaries": 4 * V * d})  # Adam's denominator of the embedding
+    # peak = resident 160 MB + (activations - gradients) 121.6 MB
+    assert estimate(P, L, d, V, T, "fp32", device="cpu").peak == pytest.approx(281_595_392)
+    # bf16, ZeRO-1 over 2 processes: half weights and gradients, fp32 masters with their
+    # gradient, Adam's state halved, fairseq's legacy_ddp buffer (a copy of the gradients)
+    bf16 = estimate(P, L, d, V, T, "bf16", zero=True, world=2, device="cpu")
+    activations = T * (12.4 * V + L * d * 36.6)  # 89,453,363.2
+    assert bf16.components == pytest.approx({
+        "weights": 2 * P, "gradients": 2 * P, "fp32 master + its gradient": 8 * P,
+        "Adam m and v": 4 * P, "DDP gradient buckets": 2 * P, "activations": activations,
+        "optimizer-step temporaries": 4 * V * d})  # per tensor: ZeRO's masters are not flat
+    assert bf16.peak == pytest.approx(180_000_000 + 89_453_363.2 - 20_000_000)
+    # the CUDA terms differ: the fp32 output term there is 1.611 x 12.22, not 12.4
+    assert estimate(P, L, d, V, T, "fp32").components["activations"] == pytest.approx(
+        T * 1.611 * (12.22 * V + L * d * 34.10))
+
+
+def test_cpu_estimate_refuses_what_was_not_measured():
+    with pytest.raises(ValueError, match="checkpointing"):
+        estimate(10**6, 4, 512, 1000, 1024, "fp32", checkpointing=True, device="cpu")
+    with pytest.raises(ValueError, match="device"):
+        estimate(10**6, 4, 512, 1000, 1024, "fp32", device="tpu")
+
+
+def _cpu_measured():
+    rows = []
+    for path in CPU_MEASURED:  # the fit's points, the check's, fp16 at 1,024 tokens
+        with open(path, encoding="utf-8") as handle:
+            rows += [json.loads(line) for line in handle if line.strip()]
+    return rows
+
+
+@pytest.mark.parametrize("row", _cpu_measured(),
+                         ids=lambda r: f"{r['precision']}-{r['layers']}L-{r['tokens']}")
+def test_cpu_estimate_within_15_percent_of_each_cpu_point(row):
+    """benchmarks/memory_plan.py on this repository's CPU (results/memory/cpu-*.jsonl): fp32,
+    bf16, fp16 (the compat launcher's lifted CUDA calls) and ZeRO-1 in 2 processes (fp32 and
+    bf16), three depths each, and the fit's points."""
+    zero = row["precision"].startswith("zero")
+    precision = {"zero": "fp32", "zero-bf16": "bf16"}.get(row["precision"], row["precision"])
+    est = estimate(row["params"], 2 * row["layers"], 512, row["vocab"], row["tokens"],
+                   precision, zero=zero, world=2 if zero else 1, device="cpu")
+    assert row["estimate"] == pytest.approx(est.peak)  # what the benchmark printed
     assert est.peak == pytest.approx(row["peak"], rel=0.15)
 
 
@@ -205,3 +268,27 @@ def test_the_gpu_size_is_probed_only_without_the_setting():
         raise AssertionError("probed although GPU_MEMORY_GB is set")
 
     assert launch.plan_layout(cfg, env, memory_probe=no_probe).memory.gpu_memory_gb == 24
+
+
+@pytest.mark.slow
+def test_the_benchmark_measures_cpu_modes_beside_the_estimate(tmp_path):
+    """benchmarks/memory_plan.py at a tiny size on CPU: one fp32 and one ZeRO-1 (2 processes)
+    row, each with its measured peak, the CPU estimate and their ratio."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "rows.jsonl"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "memory_plan.py"),
+                           "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "VOCAB": "96",
+                               "CONFIGS": "1:fp32:0:2 1:zero:0:2"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["precision"], r["tokens"], r["vocab"]) for r in rows] == [("fp32", 64, 100),
+                                                                         ("zero", 64, 100)]
+    for row in rows:
+        assert row["resident"] > 14 * row["params"]  # weights, Adam's state, ...
+        assert row["peak"] > row["resident"]
+        line = next(l for l in proc.stdout.splitlines() if l.startswith(row["precision"]))
+        assert line.split()[-1] == f"{row['peak'] / row['estimate']:.3f}"
+    assert len(rows[1]["peaks"]) == 2  # both processes measured

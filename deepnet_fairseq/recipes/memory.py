@@ -41,6 +41,35 @@ LAYER_BYTES = 34.10           # per token per layer per width unit (71.52e6 / (4
 LAYER_BYTES_CHECKPOINTED = 1.96  # the same with activation checkpointing (4.111e6 / (4096 x 512))
 PRECISION_FACTOR = {"fp16": 1.0, "bf16": 1.0, "fp32": 1.611}
 
+# ---- the activation fit on CPU ----------------------------------------------------------------
+# CPU training (tests, smoke runs, benchmarks/memory_plan.py with no GPU) keeps other tensors
+# for the backward pass than CUDA does, so it has its own two terms, fitted to torch's CPU
+# allocations (peak of the running sum of the allocator's events, torch.profiler with
+# profile_memory) of fairseq's Trainer on this repository's 2-core machine (2026-11-24): base
+# width, 1,024 target tokens (32 sentences x 32), vocabulary 32,004, 2L and 4L per side in fp32
+# and bf16 (activations = peak - resident + gradients, a straight line in the layers):
+# results/memory/cpu-fit.jsonl. Why they differ from the CUDA terms above:
+# * the output term does not grow in fp32: label_smoothed_cross_entropy takes the log-softmax
+#   in fp32 in every precision, and what is alive at the start of the backward pass is its fp32
+#   log-probabilities (saved by log_softmax), their gradient and then the logits' gradient:
+#   3 x 4 = 12 bytes per token per vocabulary entry (measured 12.51 fp32, 12.26 bf16; the CUDA
+#   fit's single fp32 factor of 1.611 scales this term too, which overestimates it on CPU);
+# * a layer's term is larger than CUDA's, in every precision: torch's CPU dropout is
+#   input * (bernoulli noise / (1 - p)) and keeps that noise as a tensor of the activation's
+#   dtype (4 bytes in fp32, 2 in bf16/fp16) where CUDA's fused native_dropout keeps a 1-byte
+#   mask: 2 dropouts of tokens x width per encoder layer, 3 per decoder layer, so in half
+#   precision 1 byte more each, 2.5 more per token per layer per width unit on average: 36.6
+#   measured in bf16 against CUDA's 34.1 in fp16 (attention is no difference: torch's fused
+#   attention runs on CPU too and keeps q, k, v, its output and the log-sum-exp);
+# * fp32 keeps exactly the same tensors as bf16 at twice the bytes: 71.0 against 36.6 bytes per
+#   token per layer per width unit measured (ratio 1.94; the rest is the 1-byte boolean masks
+#   and the fp32 softmax statistics, the same in both);
+# * fp16 on CPU (fairseq_train_compat's lifted CUDA calls) runs fairseq's FP16Optimizer as on a
+#   GPU and torch's CPU half kernels keep no extra copies: measured equal to bf16 (and its 20
+#   bytes per parameter) at 2L, so it takes bf16's terms.
+CPU_OUTPUT_BYTES = 12.4           # per token per vocabulary entry, every precision
+CPU_LAYER_BYTES = {"fp32": 71.0, "bf16": 36.6, "fp16": 36.6}  # per token per layer per width unit
+
 # Bytes per parameter of each resident component. fp16/bf16 use fairseq's FP16Optimizer:
 # half weights and gradients, an fp32 master copy with its own fp32 gradient, Adam m and v in
 # fp32 (20 bytes, measured 20.0 x params after the first update); memory-efficient fp16 keeps
@@ -79,8 +108,14 @@ class Estimate:
 
 def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, precision: str,
              checkpointing: bool = False, zero: bool = False, memory_efficient: bool = False,
-             world: int = 1) -> Estimate:
-    """Peak bytes per GPU of one update (see the module docstring)."""
+             world: int = 1, device: str = "cuda") -> Estimate:
+    """Peak bytes per GPU (per process on ``device`` "cpu") of one update (see the module
+    docstring). The resident parts are the same on CPU (measured: 16.1 bytes per parameter in
+    fp32, 20.0 in bf16 and fp16); the activations have the CPU terms above."""
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
+    if device == "cpu" and checkpointing:
+        raise ValueError("no CPU activation model with activation checkpointing (not measured)")
     weight = WEIGHT_BYTES[precision]
     master = 0 if memory_efficient else MASTER_BYTES[precision]
     # ZeRO-1 (--zero-sharding os) wraps fairseq's inner torch optimizer in fairscale's OSS
@@ -100,6 +135,9 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
             OUTPUT_BYTES * vocab
             + layers * embed_dim * (LAYER_BYTES_CHECKPOINTED if checkpointing else LAYER_BYTES)),
     }
+    if device == "cpu":
+        components["activations"] = tokens * (CPU_OUTPUT_BYTES * vocab
+                                              + layers * embed_dim * CPU_LAYER_BYTES[precision])
     flat = master and not zero
     # Adam's temporaries: its denominator (4 bytes) over the one flat fp32 tensor, or per tensor
     # (largest: the embedding), where memory-efficient fp16 also makes fp32 copies of the half
