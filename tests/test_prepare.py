@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -280,3 +281,109 @@ def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(t
     assert "sentencepiece" not in rerun.stderr  # not trained again
     assert (data / "bin" / ".done").exists()
 
+
+
+# ---- parallel stages ----------------------------------------------------------------------------
+
+def _pid_of_task(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def _fails_at(index, bad):
+    if index in bad:
+        raise ValueError(f"task {index} failed")
+    return index
+
+
+def test_tasks_run_in_worker_processes_and_come_back_in_order():
+    from deepnet_fairseq.recipes.workers import run_all
+
+    seen = []
+    # the first task is the slowest, and with sizes the largest starts first: order is kept
+    run_all(_pid_of_task, [(0.3,), (0.0,), (0.1,), (0.0,)], 3,
+            lambda index, pid: seen.append((index, pid)), sizes=[1, 4, 3, 2])
+    assert [index for index, _ in seen] == [0, 1, 2, 3]
+    assert os.getpid() not in {pid for _, pid in seen} and len({pid for _, pid in seen}) > 1
+    seen.clear()
+    run_all(_pid_of_task, [(0,), (0,)], 1, lambda index, pid: seen.append(pid))
+    assert seen == [os.getpid()] * 2  # one worker: in this process
+    # the first failure in the tasks' order is the one raised, whatever finishes first
+    with pytest.raises(ValueError, match="task 1 failed"):
+        run_all(_fails_at, [(i, {1, 3}) for i in range(5)], 3, sizes=[0, 0, 0, 9, 0])
+
+
+WORKERS_SCRIPT = """
+import os, sys, time
+from deepnet_fairseq.processes import Interrupted, signals_interrupt
+from deepnet_fairseq.recipes.workers import run_all
+
+def task(path):
+    with open(path, "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(60)
+
+if __name__ == "__main__":
+    try:
+        with signals_interrupt():
+            run_all(task, [(os.path.join(sys.argv[1], f"pid{i}"),) for i in range(3)], 3)
+    except Interrupted:
+        sys.exit(143)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_prepare_leaves_no_worker_behind(tmp_path, signum):
+    # SIGTERM: the pool is ended before the step's temporaries go; SIGKILL of the parent:
+    # the workers get the parent-death signal
+    script = tmp_path / "script.py"
+    script.write_text(WORKERS_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": REPO})
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("pid*"))) < 3 or any(
+            not path.read_text() for path in tmp_path.glob("pid*")):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    workers = [int(path.read_text()) for path in tmp_path.glob("pid*")]
+    assert all(map(_alive, workers))
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == (143 if signum == signal.SIGTERM else -signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, workers)), "workers left behind"
+
+
+def multi_pair_raw(raw, langs=("de", "fr", "cs"), count=300):
+    raw.mkdir(parents=True)
+    for x in langs:
+        for split, stem in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
+            for lang in (x, "en"):
+                (raw / f"{split}.{x}-en.{lang}").write_bytes(lines(*multi30k(stem, lang, count)))
+
+
+def test_parallel_cleaning_and_encoding_write_what_one_process_writes(tmp_path, capfd):
+    from deepnet_fairseq.recipes import corpus
+
+    written, said = {}, {}
+    for workers in (1, 3):
+        data = tmp_path / f"w{workers}"
+        multi_pair_raw(data / "raw")
+        corpus.prepare(str(data), ["cs-en", "de-en", "fr-en"], 400, 100_000, 250, 1.5,
+                       workers=workers)
+        said[workers] = capfd.readouterr().err
+        written[workers] = {f"{d}/{name}": (data / d / name).read_bytes()
+                            for d in ("clean", "spm") for name in os.listdir(data / d)}
+        assert (data / "spm.vocab").read_bytes() == (tmp_path / "w1" / "spm.vocab").read_bytes()
+    assert len(written[1]) == 2 * (3 * 3 * 2 + 2)  # clean/, spm/: 18 files, marker, .done
+    assert written[3] == written[1]
+    assert said[3] == said[1] and "clean train.de-en: kept" in said[1]
