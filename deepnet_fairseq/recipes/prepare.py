@@ -393,7 +393,7 @@ def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, s
             os.remove(logs[-1])
         commands.append(preprocess_command(cfg, *pair.split("-"), part, workers // at_once,
                                            "--srcdict", dictionary, "--tgtdict", dictionary))
-    failed = []
+    failed, done = [], []
 
     def finished(index, code):
         pair, part, log_path = pairs[index], parts[index], logs[index]
@@ -413,7 +413,8 @@ def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, s
         remove_tree(part)
         os.remove(log_path)
         open(os.path.join(tmp, f".done-{pair}"), "w").close()
-        say(f"binarised {pair} ({len(os.listdir(tmp))} files in {os.path.basename(tmp)})")
+        done.append(pair)
+        say(f"binarised {pair} ({len(done)} of {len(pairs)})")
         return True
 
     say(f"{len(pairs)} pair(s) to binarise, {at_once} at a time with --workers "
@@ -459,9 +460,11 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
 # ---- the step ---------------------------------------------------------------------------------
 
 class Stages:
-    """Each stage's wall time and the peak resident memory so far, of this process and of its
-    largest child (fairseq-preprocess), logged and kept in DATA_DIR/stages.json (a stage skipped
-    as done keeps its earlier figures). Where a prepare at scale spends its time."""
+    """Each stage's wall time, CPU time (of every process, so that a shared machine's load does
+    not hide a parallel stage's work) and the peak resident memory so far, of this process and
+    of its largest child (a worker, fairseq-preprocess), logged and kept in
+    DATA_DIR/stages.json (a stage skipped as done keeps its earlier figures). Where a prepare
+    at scale spends its time."""
 
     def __init__(self, path: str, say):
         self.path, self.say = path, say
@@ -470,16 +473,25 @@ class Stages:
             with open(path, encoding="utf-8") as stored:
                 self.figures = json.load(stored)
 
+    @staticmethod
+    def cpu_seconds() -> float:
+        """CPU time (user + system) of this process and its children that have ended (the
+        workers, fairseq-preprocess and its own workers) so far."""
+        return sum(usage.ru_utime + usage.ru_stime for usage in map(
+            resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+
     @contextlib.contextmanager
     def __call__(self, name: str):
-        start = time.monotonic()
+        start, cpu = time.monotonic(), self.cpu_seconds()
         yield
-        seconds = time.monotonic() - start
+        seconds, cpu = time.monotonic() - start, self.cpu_seconds() - cpu
         peak_mb = max(resource.getrusage(who).ru_maxrss  # kB on Linux
                       for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
-        self.figures[name] = {"seconds": round(seconds, 1), "peak_rss_mb": round(peak_mb)}
+        self.figures[name] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
+                              "peak_rss_mb": round(peak_mb)}
         write_json(self.path, self.figures)
-        self.say(f"{name}: {seconds:.1f} s, peak memory so far {peak_mb:,.0f} MB")
+        self.say(f"{name}: {seconds:.1f} s ({cpu:.1f} s of CPU), peak memory so far "
+                 f"{peak_mb:,.0f} MB")
 
 
 def raw_pairs(raw: str) -> List[str]:
