@@ -341,6 +341,10 @@ def main(argv=None) -> int:
             seconds = fit([(p["sentences"], p["seconds"]) for p in probes], target_spm)
             memory = fit([(p["sentences"], p["peak_rss_mb"]) for p in probes], target_spm)
             how = f"line through {len(probes)} probes, at {target_spm:,} sentences"
+        elif name == "sentencepiece":  # no probes: linear in the sentences it samples
+            sampled = min(2 * pairs, int(resolved["SPM_SENTENCES"]))
+            seconds = s.get("cpu_seconds", s["seconds"]) * target_spm / sampled
+            memory, how = None, f"CPU s x {target_spm:,} / {sampled:,} sentences sampled"
         else:
             # CPU seconds: what the stage costs, whatever else ran on the machine meanwhile
             seconds, how = s.get("cpu_seconds", s["seconds"] * workers) * scale, "CPU s x pairs"
