@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from typing import Callable, List, Mapping, Optional, Tuple
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -120,3 +121,69 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
     if not received and not stopping and code < 0 and -code in FORWARDED:
         received.append(-code)  # the processes themselves were signalled (a scheduler)
     return code, (received[0] if received else None)
+
+
+def run_many(cmds: List[List[str]], env: Mapping[str, str], logs: List[str], at_once: int,
+             finished: Callable[[int, int], bool], poll_s: float = 0.05) -> Optional[int]:
+    """Run CMDS, up to AT_ONCE at a time, in their order; each in its own session, its output
+    appended to its entry of LOGS as it comes, killed with its launcher (as ``run_forwarding``).
+
+    ``finished(index, code)`` is called in this thread as each ends; when it returns False
+    (a failure), no further command starts and the running ones get SIGTERM. SIGTERM / SIGINT
+    / SIGHUP received meanwhile are passed on to every running command's process group and no
+    further one starts; what still runs KILL_AFTER_S later is killed. Returns the signal
+    received, or None.
+    """
+    received: List[int] = []
+    running = {}
+    stopping: List[bool] = []
+
+    def kill(signum):
+        for proc in list(running.values()):
+            try:
+                os.killpg(proc.pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def stop(signum):
+        kill(signum)
+        if not stopping:
+            stopping.append(True)
+            timer = threading.Timer(KILL_AFTER_S, kill, (signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    def forward(signum, _frame):
+        received.append(signum)
+        stop(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
+    try:
+        waiting = list(range(len(cmds)))
+        while waiting or running:
+            while waiting and len(running) < at_once and not stopping:
+                index = waiting.pop(0)
+                with open(logs[index], "ab") as log:
+                    running[index] = subprocess.Popen(
+                        cmds[index], stdout=log, stderr=subprocess.STDOUT,
+                        env={**env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+                        preexec_fn=_dies_with_parent(os.getpid()))
+                if stopping:  # a signal came while it started
+                    kill(received[0] if received else signal.SIGTERM)
+            for index, proc in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                del running[index]
+                if not received and not stopping and code < 0 and -code in FORWARDED:
+                    received.append(-code)  # the processes themselves were signalled
+                    stop(-code)
+                if not finished(index, code) and not stopping:
+                    stop(signal.SIGTERM)
+            if running:
+                time.sleep(poll_s)
+    finally:
+        kill(signal.SIGTERM)  # an exception here (in ``finished``): none is left running
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return received[0] if received else None

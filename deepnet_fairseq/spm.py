@@ -45,10 +45,17 @@ def _explain(err: RuntimeError, inputs, vocab_size: int) -> TrainingError:
     return TrainingError(f"sentencepiece training on {text} failed: {message}")
 
 
+# sentencepiece's normalisation: Unicode NFKC only. Its default, nmt_nfkc, also maps the
+# zero-width non-joiner (U+200C) to a space, which splits Persian, Urdu, Kurdish and Indic words
+# ("می‌خواهم", "I want", became "می خواهم"); cleaning keeps it (docs/evaluation.md).
+NORMALIZATION = "nfkc"
+
+
 def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float = 1.0,
-          max_sentences: int = 10_000_000) -> None:
+          max_sentences: int = 10_000_000, normalization: str = NORMALIZATION) -> None:
     """Write MODEL_PREFIX.model and .vocab, or raise ``TrainingError`` leaving neither (nor any
-    temporary) when the text cannot support ``vocab_size`` pieces."""
+    temporary) when the text cannot support ``vocab_size`` pieces. ``normalization``:
+    sentencepiece's normalization_rule_name (``NORMALIZATION``)."""
     missing = [path for path in inputs if not os.path.isfile(path)]
     if missing:
         raise FileNotFoundError(f"sentencepiece training input(s) not found: {', '.join(missing)}")
@@ -62,6 +69,7 @@ def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float 
             model_type="unigram",
             input_sentence_size=max_sentences,
             shuffle_input_sentence=True,
+            normalization_rule_name=normalization,
             # fairseq adds its own <s>, <pad>, </s>, <unk>; keep ids compatible with its dictionary
             bos_id=-1, eos_id=-1, unk_id=0,
             minloglevel=2,
@@ -76,8 +84,10 @@ def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float 
                 os.remove(f"{tmp_prefix}.{ext}")
 
 
-def encode(model: str, src=sys.stdin, dst=sys.stdout) -> None:
-    processor = sentencepiece.SentencePieceProcessor(model_file=model)
+def encode(model, src=sys.stdin, dst=sys.stdout) -> None:
+    """Every line of SRC as pieces into DST; MODEL: a .model path or a loaded processor."""
+    processor = (model if isinstance(model, sentencepiece.SentencePieceProcessor)
+                 else sentencepiece.SentencePieceProcessor(model_file=model))
     for line in src:
         dst.write(" ".join(processor.encode(line.rstrip("\n"), out_type=str)) + "\n")
 

@@ -88,6 +88,8 @@ DOC_COMMANDS = [
     (r"deepnet-source-use .*", "tests/test_source_use.py::test_cli_writes_one_row_per_checkpoint"),
     (r"(OMP_NUM_THREADS=1 )?deepnet-depth-study .*",
      "tests/test_diagnostics.py::test_depth_study_writes_table_and_plot_and_reuses_runs"),
+    (r"(OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 )?python benchmarks/prepare_scale\.py.*",
+     "tests/test_prepare.py::test_the_scale_benchmark_prints_its_tables_and_every_stage"),
     (r"python benchmarks/throughput\.py.*",
      "tests/test_diagnostics.py::test_throughput_benchmark_prints_both_models"),
     (r"(OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 )?(MALLOC_MMAP_THRESHOLD_=\d+ )?CONFIGS=\"[^\"]*\" python benchmarks/memory_plan\.py .*",

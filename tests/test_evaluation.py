@@ -31,6 +31,39 @@ def test_a_zwnj_word_survives_cleaning_unchanged():
     assert clean.normaliser("fa")("من " + MIKHAHAM + " .") == "من " + MIKHAHAM + " ."
 
 
+# "I want to go home", "I want bread", "you want water": each word several times, so that a
+# small vocabulary holds pieces of them
+PERSIAN = ["\u0645\u0646 {} \u0628\u0647 \u062e\u0627\u0646\u0647 \u0628\u0631\u0648\u0645 .",
+           "\u0645\u0646 {} \u0646\u0627\u0646 .", "\u062a\u0648 {} \u0622\u0628 ."]
+
+
+@pytest.mark.parametrize("rule, kept", [("nfkc", True), ("nmt_nfkc", False)])
+def test_a_zwnj_survives_sentencepiece_with_the_recipes_normalisation(tmp_path, rule, kept):
+    # the recipes' rule (spm.NORMALIZATION, nfkc) keeps the ZWNJ in the pieces, so decoding
+    # gives the word back; sentencepiece's default, nmt_nfkc, turns it into a word boundary
+    from deepnet_fairseq import spm
+    import sentencepiece
+
+    corpus = tmp_path / "train.fa"
+    corpus.write_text("".join(line.format(MIKHAHAM) + "\n" for line in PERSIAN) * 50,
+                      encoding="utf-8")
+    # the vocabulary: the most this text supports (and as many as its characters need)
+    spm.train([str(corpus)], str(tmp_path / "spm"), 19, normalization=rule)
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    sentence = PERSIAN[0].format(MIKHAHAM)
+    pieces = processor.encode(sentence, out_type=str)
+    if rule == "nfkc":  # the recipes' default
+        assert spm.NORMALIZATION == rule
+        spm.train([str(corpus)], str(tmp_path / "default"), 19)
+        default = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "default.model"))
+        assert default.encode(sentence, out_type=str) == pieces
+    decoded = processor.decode(pieces)
+    assert (ZWNJ in "".join(pieces)) is kept
+    assert (decoded == sentence) is kept
+    if not kept:
+        assert decoded == PERSIAN[0].format(MIKHAHAM.replace(ZWNJ, " "))
+
+
 @pytest.mark.parametrize("raw, cleaned", [
     ("a\u200db", "a\u200db"),          # ZWJ (Cf): kept
     ("\u200fabc", "\u200fabc"),        # right-to-left mark (Cf): kept

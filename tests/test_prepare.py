@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -280,3 +281,213 @@ def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(t
     assert "sentencepiece" not in rerun.stderr  # not trained again
     assert (data / "bin" / ".done").exists()
 
+
+
+# ---- parallel stages ----------------------------------------------------------------------------
+
+def _pid_of_task(seconds):
+    time.sleep(seconds)
+    return os.getpid()
+
+
+def _fails_at(index, bad):
+    if index in bad:
+        raise ValueError(f"task {index} failed")
+    return index
+
+
+def test_tasks_run_in_worker_processes_and_come_back_in_order():
+    from deepnet_fairseq.recipes.workers import run_all
+
+    seen = []
+    # the first task is the slowest, and with sizes the largest starts first: order is kept
+    run_all(_pid_of_task, [(0.3,), (0.0,), (0.1,), (0.0,)], 3,
+            lambda index, pid: seen.append((index, pid)), sizes=[1, 4, 3, 2])
+    assert [index for index, _ in seen] == [0, 1, 2, 3]
+    assert os.getpid() not in {pid for _, pid in seen} and len({pid for _, pid in seen}) > 1
+    seen.clear()
+    run_all(_pid_of_task, [(0,), (0,)], 1, lambda index, pid: seen.append(pid))
+    assert seen == [os.getpid()] * 2  # one worker: in this process
+    # the first failure in the tasks' order is the one raised, whatever finishes first
+    with pytest.raises(ValueError, match="task 1 failed"):
+        run_all(_fails_at, [(i, {1, 3}) for i in range(5)], 3, sizes=[0, 0, 0, 9, 0])
+
+
+WORKERS_SCRIPT = """
+import os, sys, time
+from deepnet_fairseq.processes import Interrupted, signals_interrupt
+from deepnet_fairseq.recipes.workers import run_all
+
+def task(path):
+    with open(path, "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(60)
+
+if __name__ == "__main__":
+    try:
+        with signals_interrupt():
+            run_all(task, [(os.path.join(sys.argv[1], f"pid{i}"),) for i in range(3)], 3)
+    except Interrupted:
+        sys.exit(143)
+"""
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_stopped_prepare_leaves_no_worker_behind(tmp_path, signum):
+    # SIGTERM: the pool is ended before the step's temporaries go; SIGKILL of the parent:
+    # the workers get the parent-death signal
+    script = tmp_path / "script.py"
+    script.write_text(WORKERS_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": REPO})
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("pid*"))) < 3 or any(
+            not path.read_text() for path in tmp_path.glob("pid*")):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    workers = [int(path.read_text()) for path in tmp_path.glob("pid*")]
+    assert all(map(_alive, workers))
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == (143 if signum == signal.SIGTERM else -signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(map(_alive, workers)), "workers left behind"
+
+
+def multi_pair_raw(raw, langs=("de", "fr", "cs"), count=300):
+    raw.mkdir(parents=True)
+    for x in langs:
+        for split, stem in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr")):
+            for lang in (x, "en"):
+                (raw / f"{split}.{x}-en.{lang}").write_bytes(lines(*multi30k(stem, lang, count)))
+
+
+def test_parallel_cleaning_and_encoding_write_what_one_process_writes(tmp_path, capfd):
+    from deepnet_fairseq.recipes import corpus
+
+    written, said = {}, {}
+    for workers in (1, 3):
+        data = tmp_path / f"w{workers}"
+        multi_pair_raw(data / "raw")
+        corpus.prepare(str(data), ["cs-en", "de-en", "fr-en"], 400, 100_000, 250, 1.5,
+                       workers=workers)
+        said[workers] = capfd.readouterr().err
+        written[workers] = {f"{d}/{name}": (data / d / name).read_bytes()
+                            for d in ("clean", "spm") for name in os.listdir(data / d)}
+        assert (data / "spm.vocab").read_bytes() == (tmp_path / "w1" / "spm.vocab").read_bytes()
+    assert len(written[1]) == 2 * (3 * 3 * 2 + 2)  # clean/, spm/: 18 files, marker, .done
+    assert written[3] == written[1]
+    assert said[3] == said[1] and "clean train.de-en: kept" in said[1]
+
+
+def _environ_has(pid, text):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            return text.encode() in handle.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_opus100_pairs_binarised_at_once_stop_on_sigterm_and_match_one_worker(tmp_path):
+    script = os.path.join(REPO, "scripts", "opus100", "prepare.sh")
+    work = tmp_path / "w3"
+    env = {**os.environ, "SIZE": "smoke", "SOURCE": "multi30k", "DEEPNET_WORK": str(work),
+           "OMP_NUM_THREADS": "1", "WORKERS": "3"}
+    proc = subprocess.Popen(["bash", script], stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "3 at a time" in line:
+            time.sleep(1.0)  # the three fairseq-preprocess runs have started
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, "".join(seen) + rest
+    left = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
+            if _environ_has(pid, f"DEEPNET_WORK={work}")]
+    assert left == [], f"processes left behind: {list(map(_cmdline, left))}"
+    assert not (work / "data" / "bin").exists()
+    rerun = subprocess.run(["bash", script], capture_output=True, text=True, env=env, cwd=REPO)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "3 pair(s) to binarise, 3 at a time with --workers 1 each" in rerun.stderr
+    one = subprocess.run(["bash", script], capture_output=True, text=True, cwd=REPO,
+                         env={**env, "DEEPNET_WORK": str(tmp_path / "w1"), "WORKERS": "1"})
+    assert one.returncode == 0, one.stderr[-3000:]
+    assert "3 pair(s) to binarise, 1 at a time with --workers 1 each" in one.stderr
+
+    def files(root):
+        return {str(path.relative_to(root)): path.read_bytes() for path in root.rglob("*")
+                if path.is_file() and path.name != "preprocess.log"
+                and path.parts[-2] in ("clean", "spm", "bin")}
+
+    ours, theirs = files(work / "data"), files(tmp_path / "w1" / "data")
+    assert len([name for name in ours if name.endswith(".bin")]) == 3 * 3 * 2  # pairs, splits
+    assert ours == theirs
+    assert [name for name in os.listdir(work / "data" / "bin") if "part" in name] == []
+
+
+# ---- benchmarks/prepare_scale.py ----------------------------------------------------------------
+
+def _scale_module():
+    sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+    try:
+        import prepare_scale
+    finally:
+        sys.path.pop(0)
+    return prepare_scale
+
+
+def test_the_generated_corpus_is_deterministic_multilingual_and_in_the_local_layout(tmp_path):
+    scale = _scale_module()
+    quiet = lambda message: None  # noqa: E731
+    langs = scale.generate(str(tmp_path / "a"), 21, 200, 20, 7, quiet)
+    assert len(langs) == 21 and "en" not in langs
+    scale.generate(str(tmp_path / "b"), 2, 200, 20, 7, quiet)  # the first 2 pairs again
+    scale.generate(str(tmp_path / "c"), 2, 200, 20, 8, quiet)
+    names = sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*.*")
+                   if p.name != "corpus.json")
+    assert len(names) == 21 * 3 * 2 and "fa-en/train.fa" in names and "ko-en/test.en" in names
+    first = [n for n in names if n.split("-")[0] in langs[:2]]
+    same = [(tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in first]
+    other = [(tmp_path / "a" / n).read_bytes() == (tmp_path / "c" / n).read_bytes() for n in first]
+    assert all(same) and not any(other)
+    text = {lang: (tmp_path / "a" / f"{lang}-en" / f"train.{lang}").read_text("utf-8")
+            for lang in langs}
+    assert text["fa"].count("\n") == 200 and "\u200c" in text["fa"] and "\u200c" in text["ur"]
+    scripts = {lang: {__import__("unicodedata").name(ch).split()[0] for ch in body if ch.isalpha()}
+               for lang, body in text.items()}
+    assert {"CYRILLIC", "GREEK", "ARABIC", "HEBREW", "DEVANAGARI", "GEORGIAN", "ARMENIAN",
+            "HANGUL"} <= set().union(*scripts.values())
+    english = (tmp_path / "a" / "de-en" / "train.en").read_text("utf-8").splitlines()
+    lengths = sorted(len(line.split()) for line in english)
+    assert 8 <= lengths[len(lengths) // 2] <= 16  # realistic median length
+
+
+@pytest.mark.slow
+def test_the_scale_benchmark_prints_its_tables_and_every_stage(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "prepare_scale.py"), "--pairs", "3",
+         "--lines", "400", "--vocab", "600", "--spm-samples", "400,800", "--workers", "2",
+         "--root", str(tmp_path), "--json", str(tmp_path / "figures.json")],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "corpus: pair 3 of 3 (es-en) written" in proc.stderr  # progress
+    assert "| clean " in proc.stdout and "| binarise " in proc.stdout
+    assert "sampled sentences" in proc.stdout and "EXTRAPOLATION (not measured)" in proc.stdout
+    figures = json.loads((tmp_path / "figures.json").read_text())
+    stages = json.loads(open(os.path.join(figures["work"], "data", "stages.json")).read())
+    assert set(stages) == {"raw text", "clean", "sentencepiece", "encode", "binarise"}
+    assert [e["stage"] for e in figures["extrapolated"]] == [
+        "raw text", "clean", "sentencepiece", "encode", "binarise"]
+    assert [p["sentences"] for p in figures["spm_probes"]] == [400, 800]
+    assert figures["workers"] == 2 and figures["training_pairs"] == 1200

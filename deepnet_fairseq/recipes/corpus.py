@@ -1,7 +1,10 @@
-"""Text side of every recipe's prepare.sh, in one process: clean, train sentencepiece, encode.
+"""Text side of every recipe's prepare.sh: clean, train sentencepiece, encode (cleaning and
+encoding on ``--workers`` processes, a file or a pair's split each; the output is the same
+for any number of them).
 
     python -m deepnet_fairseq.recipes.corpus --data DATA_DIR --pairs de-en,fr-en \\
-        --vocab 32000 [--spm-sentences N] [--max-len 250] [--ratio 1.5] [--encoding utf-8]
+        --vocab 32000 [--spm-sentences N] [--max-len 250] [--ratio 1.5] [--encoding utf-8] \\
+        [--workers N]
 
 Input: DATA_DIR/raw/{train,valid,test}.{PAIR}.{LANG} (PAIR = SRC-TGT, line-aligned text in
 ``--encoding``, UTF-8 by default; every step after cleaning reads and writes UTF-8).
@@ -23,27 +26,50 @@ import sys
 from .. import spm
 from .clean import clean
 from .workdir import NotOurs, building, publish
+from .workers import cores, run_all
 
 SPLITS = ("train", "valid", "test")
 
 
+_PROCESSORS = {}  # a worker's sentencepiece model, loaded once for all its files
+
+
+def _encode_task(model: str, source: str, dest: str) -> None:
+    import sentencepiece
+
+    if model not in _PROCESSORS:
+        _PROCESSORS[model] = sentencepiece.SentencePieceProcessor(model_file=model)
+    # newline="\n": lines as cleaning wrote them (it leaves no \r in them)
+    with open(source, encoding="utf-8", newline="\n") as src, \
+            open(dest, "w", encoding="utf-8") as dst:
+        spm.encode(_PROCESSORS[model], src, dst)
+
+
 def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float,
-            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext()):
+            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext(),
+            workers: int = 1):
     """The three steps; ``stage(name)`` is entered around each step that runs (the prepare
-    step's timings)."""
+    step's timings). Cleaning (a task per pair and split) and encoding (a task per file) run
+    on ``workers`` processes (``workers.py``); what they write is the same for any number."""
     raw, cleaned, pieces = (os.path.join(data, d) for d in ("raw", "clean", "spm"))
     if not os.path.exists(os.path.join(cleaned, ".done")):
         with stage("clean"), building(cleaned) as tmp:
-            for pair in pairs:
+            names = [(pair, split) for pair in pairs for split in SPLITS]
+            tasks = []
+            for pair, split in names:
                 src, tgt = pair.split("-")
-                for split in SPLITS:
-                    kept, total = clean(f"{raw}/{split}.{pair}.{src}",
-                                        f"{raw}/{split}.{pair}.{tgt}", src, tgt,
-                                        f"{tmp}/{split}.{pair}", split == "train", max_len,
-                                        ratio, encoding)
-                    print(f"clean {split}.{pair}: kept {kept} of {total} pairs", file=sys.stderr)
-                    if kept == 0:
-                        raise ValueError(f"no {split} pairs left for {pair} after cleaning")
+                tasks.append((f"{raw}/{split}.{pair}.{src}", f"{raw}/{split}.{pair}.{tgt}", src,
+                              tgt, f"{tmp}/{split}.{pair}", split == "train", max_len, ratio,
+                              encoding))
+
+            def cleaned_one(index, result):
+                (pair, split), (kept, total) = names[index], result
+                print(f"clean {split}.{pair}: kept {kept} of {total} pairs", file=sys.stderr)
+                if kept == 0:
+                    raise ValueError(f"no {split} pairs left for {pair} after cleaning")
+
+            run_all(clean, tasks, workers, cleaned_one,
+                    sizes=[os.path.getsize(task[0]) + os.path.getsize(task[1]) for task in tasks])
             publish(tmp, cleaned)
     model = os.path.join(data, "spm.model")
     if not os.path.exists(model):
@@ -53,14 +79,10 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
             spm.train(inputs, os.path.join(data, "spm"), vocab, max_sentences=spm_sentences)
     if not os.path.exists(os.path.join(pieces, ".done")):
         with stage("encode"), building(pieces) as tmp:
-            for pair in pairs:
-                for split in SPLITS:
-                    for lang in pair.split("-"):
-                        name = f"{split}.{pair}.{lang}"
-                        # newline="\n": lines as cleaning wrote them (it leaves no \r in them)
-                        with open(f"{cleaned}/{name}", encoding="utf-8", newline="\n") as src, \
-                                open(f"{tmp}/{name}", "w", encoding="utf-8") as dst:
-                            spm.encode(model, src, dst)
+            names = [f"{split}.{pair}.{lang}" for pair in pairs for split in SPLITS
+                     for lang in pair.split("-")]
+            run_all(_encode_task, [(model, f"{cleaned}/{name}", f"{tmp}/{name}") for name in names],
+                    workers, sizes=[os.path.getsize(f"{cleaned}/{name}") for name in names])
             publish(tmp, pieces)
 
 
@@ -75,12 +97,15 @@ def main(argv=None) -> None:
                         help="sentences sampled to train sentencepiece (default: %(default)s)")
     parser.add_argument("--max-len", type=int, default=250, help="default: %(default)s words")
     parser.add_argument("--ratio", type=float, default=1.5, help="default: %(default)s")
+    parser.add_argument("--workers", type=int, default=cores(),
+                        help="processes for cleaning and encoding (default: every core, "
+                             "%(default)s here; the recipes' WORKERS)")
     parser.add_argument("--encoding", default="utf-8",
                         help="of the raw text (default: %(default)s; the recipes' ENCODING)")
     args = parser.parse_args(argv)
     try:
         prepare(args.data, args.pairs.split(","), args.vocab, args.spm_sentences, args.max_len,
-                args.ratio, args.encoding)
+                args.ratio, args.encoding, workers=max(1, args.workers))
     except (OSError, ValueError, RuntimeError, NotOurs) as err:
         parser.error(str(err))
 

@@ -34,10 +34,10 @@ from typing import Iterable, Iterator, List, Optional, Tuple
 from . import write_atomically, write_json
 from .corpus import SPLITS, prepare as prepare_text
 from .launch import paths
-from ..processes import Interrupted, run_forwarding
+from ..processes import Interrupted, run_forwarding, run_many
 from .runner import log
 from .settings import SettingError, Settings
-from .workdir import MARKER, building, is_ours, make_dirs, publish
+from .workdir import MARKER, building, fresh, is_ours, make_dirs, publish, remove_tree
 
 # WMT-17 En-De training data (the statmt.org archives) and the corpora inside them
 WMT17_ARCHIVES = (
@@ -350,20 +350,80 @@ def raw_text(cfg: Settings, out: str, say) -> List[str]:
 
 # ---- binaries ---------------------------------------------------------------------------------
 
+def preprocess_command(cfg: Settings, src: str, tgt: str, dest: str, workers: int,
+                       *options: str) -> List[str]:
+    prefix = f"{paths(cfg)['DATA_DIR']}/spm/{{}}.{src}-{tgt}"
+    return ["fairseq-preprocess", "--source-lang", src, "--target-lang", tgt,
+            "--trainpref", prefix.format("train"), "--validpref", prefix.format("valid"),
+            "--testpref", prefix.format("test"), "--destdir", dest,
+            "--workers", str(workers), *options]
+
+
 def binarise(cfg: Settings, src: str, tgt: str, dest: str, *options: str) -> None:
-    """fairseq-preprocess of one pair of DATA_DIR/spm into DEST, its output in preprocess.log;
-    a signal reaches fairseq-preprocess and its workers, and stops this step."""
+    """fairseq-preprocess of one pair of DATA_DIR/spm into DEST (``WORKERS`` of its workers),
+    its output in preprocess.log; a signal reaches fairseq-preprocess and its workers, and
+    stops this step."""
     data = paths(cfg)["DATA_DIR"]
-    prefix = f"{data}/spm/{{}}.{src}-{tgt}"
-    command = ["fairseq-preprocess", "--source-lang", src, "--target-lang", tgt,
-               "--trainpref", prefix.format("train"), "--validpref", prefix.format("valid"),
-               "--testpref", prefix.format("test"), "--destdir", dest,
-               "--workers", str(os.cpu_count() or 1), *options]
+    command = preprocess_command(cfg, src, tgt, dest, cfg.int("WORKERS"), *options)
     code, signum = run_forwarding(command, os.environ, [os.path.join(data, "preprocess.log")])
     if signum:
         raise Interrupted(signum)
     if code:
         raise PrepareError(f"fairseq-preprocess failed for {src}-{tgt}; see "
+                           f"{data}/preprocess.log")
+
+
+def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, say) -> None:
+    """fairseq-preprocess of each of PAIRS into TMP, several pairs at once: WORKERS processes
+    in all, as min(WORKERS, pairs) fairseq-preprocess runs at a time of WORKERS // that
+    workers each (a pair's fixed cost, starting fairseq and loading the dictionary, is paid
+    in parallel too; its binaries do not depend on its workers). Each run writes into its own
+    TMP/PAIR.part/, whose files are moved into TMP and the pair marked done (TMP/.done-PAIR)
+    as it ends; its output goes to TMP/PAIR.log, then to DATA_DIR/preprocess.log. A signal
+    stops every run (the .part directories are left for the next run to replace)."""
+    data = paths(cfg)["DATA_DIR"]
+    workers = cfg.int("WORKERS")
+    at_once = min(workers, len(pairs))
+    commands, logs, parts = [], [], []
+    for pair in pairs:
+        part = fresh(os.path.join(tmp, f"{pair}.part"))
+        parts.append(part)
+        logs.append(os.path.join(tmp, f"{pair}.log"))
+        if os.path.exists(logs[-1]):
+            os.remove(logs[-1])
+        commands.append(preprocess_command(cfg, *pair.split("-"), part, workers // at_once,
+                                           "--srcdict", dictionary, "--tgtdict", dictionary))
+    failed, done = [], []
+
+    def finished(index, code):
+        pair, part, log_path = pairs[index], parts[index], logs[index]
+        with open(log_path, "rb") as log, \
+                open(os.path.join(data, "preprocess.log"), "ab") as shared:
+            shutil.copyfileobj(log, shared)
+        if code:
+            failed.append(pair)
+            return False
+        for name in sorted(os.listdir(part)):
+            if name == "preprocess.log":  # fairseq's own log of the run: one for all pairs
+                with open(os.path.join(part, name), "rb") as log, \
+                        open(os.path.join(tmp, name), "ab") as shared:
+                    shutil.copyfileobj(log, shared)
+            elif name != MARKER:
+                os.replace(os.path.join(part, name), os.path.join(tmp, name))
+        remove_tree(part)
+        os.remove(log_path)
+        open(os.path.join(tmp, f".done-{pair}"), "w").close()
+        done.append(pair)
+        say(f"binarised {pair} ({len(done)} of {len(pairs)})")
+        return True
+
+    say(f"{len(pairs)} pair(s) to binarise, {at_once} at a time with --workers "
+        f"{workers // at_once} each")
+    signum = run_many(commands, os.environ, logs, at_once, finished)
+    if signum:
+        raise Interrupted(signum)
+    if failed:
+        raise PrepareError(f"fairseq-preprocess failed for {', '.join(failed)}; see "
                            f"{data}/preprocess.log")
 
 
@@ -387,12 +447,9 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
     with open(os.path.join(paths(cfg)["DATA_DIR"], "spm.vocab"), encoding="utf-8") as vocab:
         write_atomically(dictionary, "".join(line.split("\t")[0] + " 1\n"
                                              for line in list(vocab)[1:]))
-    for number, pair in enumerate(pairs, 1):
-        done = os.path.join(tmp, f".done-{pair}")
-        if not os.path.isfile(done):
-            say(f"pair {number} of {len(pairs)}: {pair}")
-            binarise(cfg, *pair.split("-"), tmp, "--srcdict", dictionary, "--tgtdict", dictionary)
-            open(done, "w").close()
+    todo = [pair for pair in pairs if not os.path.isfile(os.path.join(tmp, f".done-{pair}"))]
+    if todo:
+        binarise_pairs(cfg, todo, tmp, dictionary, say)
     langs = [pair.split("-")[0] for pair in pairs]
     write_atomically(os.path.join(tmp, "langs.txt"), ",".join(["en", *langs]) + "\n")
     write_atomically(os.path.join(tmp, "lang_pairs.txt"),
@@ -403,9 +460,11 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
 # ---- the step ---------------------------------------------------------------------------------
 
 class Stages:
-    """Each stage's wall time and the peak resident memory so far, of this process and of its
-    largest child (fairseq-preprocess), logged and kept in DATA_DIR/stages.json (a stage skipped
-    as done keeps its earlier figures). Where a prepare at scale spends its time."""
+    """Each stage's wall time, CPU time (of every process, so that a shared machine's load does
+    not hide a parallel stage's work) and the peak resident memory so far, of this process and
+    of its largest child (a worker, fairseq-preprocess), logged and kept in
+    DATA_DIR/stages.json (a stage skipped as done keeps its earlier figures). Where a prepare
+    at scale spends its time."""
 
     def __init__(self, path: str, say):
         self.path, self.say = path, say
@@ -414,16 +473,25 @@ class Stages:
             with open(path, encoding="utf-8") as stored:
                 self.figures = json.load(stored)
 
+    @staticmethod
+    def cpu_seconds() -> float:
+        """CPU time (user + system) of this process and its children that have ended (the
+        workers, fairseq-preprocess and its own workers) so far."""
+        return sum(usage.ru_utime + usage.ru_stime for usage in map(
+            resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
+
     @contextlib.contextmanager
     def __call__(self, name: str):
-        start = time.monotonic()
+        start, cpu = time.monotonic(), self.cpu_seconds()
         yield
-        seconds = time.monotonic() - start
+        seconds, cpu = time.monotonic() - start, self.cpu_seconds() - cpu
         peak_mb = max(resource.getrusage(who).ru_maxrss  # kB on Linux
                       for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
-        self.figures[name] = {"seconds": round(seconds, 1), "peak_rss_mb": round(peak_mb)}
+        self.figures[name] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
+                              "peak_rss_mb": round(peak_mb)}
         write_json(self.path, self.figures)
-        self.say(f"{name}: {seconds:.1f} s, peak memory so far {peak_mb:,.0f} MB")
+        self.say(f"{name}: {seconds:.1f} s ({cpu:.1f} s of CPU), peak memory so far "
+                 f"{peak_mb:,.0f} MB")
 
 
 def raw_pairs(raw: str) -> List[str]:
@@ -463,7 +531,7 @@ def prepare(cfg: Settings) -> int:
         say(f"raw text {pair}: {counts} pairs")
     try:
         prepare_text(data, pairs, cfg.int("VOCAB"), cfg.int("SPM_SENTENCES"), cfg.int("MAX_LEN"),
-                     cfg.float("LEN_RATIO"), cfg["ENCODING"], stage)
+                     cfg.float("LEN_RATIO"), cfg["ENCODING"], stage, cfg.int("WORKERS"))
     except (ValueError, RuntimeError) as err:  # bad text, a vocabulary the corpus cannot carry
         raise PrepareError(str(err)) from None
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):

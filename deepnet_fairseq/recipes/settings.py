@@ -77,6 +77,9 @@ SETTINGS: Dict[str, Setting] = {
     "MAX_LEN": _s("int", "drop training pairs longer than this (words)"),
     "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio"),
     "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8"),
+    "WORKERS": _s("int", "processes of prepare's parallel stages: cleaning and encoding (a "
+                         "file each), fairseq-preprocess (pairs at once x --workers) [every "
+                         "core this process may use]"),
     # the run
     "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet"),
     "LAYERS": _s("int", "layers per side", "6"),
@@ -337,7 +340,7 @@ RANGES: Dict[str, Tuple[Optional[float], Optional[float], bool]] = {
         "LAYERS", "ENC_LAYERS", "DEC_LAYERS", "EMBED_DIM", "FFN_DIM", "HEADS", "VOCAB",
         "SPM_SENTENCES", "MAX_LEN", "TOKENS_PER_UPDATE", "SAVE_INTERVAL_UPDATES", "AVERAGE_LAST",
         "MAX_TOKENS", "BEAM", "LOG_INTERVAL", "NNODES", "FP16_SCALE_WINDOW", "MASTER_PORT",
-        "CHECKPOINT_ACTIVATIONS_FROM")},
+        "CHECKPOINT_ACTIVATIONS_FROM", "WORKERS")},
     "LR": (0, None, False),
     "WARMUP_INIT_LR": (0, None, True),
     "CLIP_NORM": (0, None, True),
@@ -444,6 +447,9 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
     suffix = "" if cfg["SIZE"] == "full" else f"-{cfg['SIZE']}"
     derive("WORK", os.path.join(cfg.repo, "runs", cfg.dataset + suffix), "runs/<dataset>[-SIZE]")
     derive("DOWNLOAD_DIR", os.path.join(cfg["WORK"], "download"), "$WORK/download")
+    from .workers import cores
+
+    derive("WORKERS", str(cores()), "the cores this process may use")
     derive("ENC_LAYERS", cfg["LAYERS"], "LAYERS")
     derive("DEC_LAYERS", cfg["LAYERS"], "LAYERS")
     derive("RUN_NAME", run_name(cfg["METHOD"], cfg["ENC_LAYERS"], cfg["DEC_LAYERS"]),

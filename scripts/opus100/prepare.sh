@@ -22,6 +22,8 @@
 #                  directory, holding {train,valid,test}.{X,en}[.gz] (stems: LOCAL_TRAIN,
 #                  LOCAL_VALID, LOCAL_TEST)
 #   TRAIN_LINES, VALID_LINES, TEST_LINES, VOCAB    as in the opus100 preset
+#   WORKERS        processes for cleaning, encoding and fairseq-preprocess (pairs at once)
+#                  [every core this process may use]
 # Output: $DEEPNET_WORK/data/bin (with langs.txt, lang_pairs.txt), spm.model, raw/test.X-en.{X,en}.
 set -euo pipefail
 # shellcheck source=scripts/lib/recipe.sh
