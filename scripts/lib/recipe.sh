@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared start of the reproduction recipes (scripts/{wmt17,opus100,iwslt14}/*.sh); sourced, not
 # run. Every step (prepare, train, evaluate, sweep) is Python: python -m deepnet_fairseq.recipes
-# DATASET STEP (deepnet_fairseq/recipes/__main__.py). Settings: docs/recipes.md, docs/presets.md.
+# DATASET STEP (deepnet_fairseq/recipes/__main__.py). Settings: docs/running.md, docs/presets.md.
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${DEEPNET_PYTHON:-python}

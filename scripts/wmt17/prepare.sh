@@ -13,7 +13,7 @@
 # download resumes; every step writes to a temporary name and renames when complete.
 #
 # Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in the
-# presets, docs/presets.md; docs/recipes.md; --dry-run prints the settings and stops):
+# presets, docs/presets.md; docs/running.md; --dry-run prints the settings and stops):
 #   SIZE          full, mini or smoke                           [full]
 #   DEEPNET_WORK  output directory (never bare WORK)            [runs/wmt17 or runs/wmt17-<SIZE>]
 #   SOURCE        download | local | multi30k (shipped in deepnet_fairseq/corpora) [download]

@@ -11,7 +11,7 @@
 #   sbatch --nodes 4 --gpus-per-node 8 --wrap "bash scripts/wmt17/train.sh"  # srun, 32 GPUs
 #
 # Hardware: 8 x 80 GB GPUs (fewer work: --update-freq keeps the 524,288-token batch). Time
-# (estimated, not measured): 4 x the figures of docs/reproducing.md's table, which are for 131,072 tokens per
+# (estimated, not measured): 4 x the figures of docs/running.md's table, which are for 131,072 tokens per
 # update: 6L-6L ~1 day, 18L-18L ~2.5 days, 50L-50L ~7 days, 100L-100L ~18 days for 100k
 # updates on 8 x A100-80GB. Smoke size: ~15 s on 2 CPU cores.
 # Restarting resumes from checkpoint_last.pt; a finished run (ok or diverged) is not retrained.
@@ -21,7 +21,7 @@
 # scheduler's time limit: run the same command again to resume); status.json says which/why.
 #
 # Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in the
-# presets, docs/presets.md; docs/recipes.md):
+# presets, docs/presets.md; docs/running.md):
 #   METHOD        a name of python -m deepnet_fairseq.methods     [deepnet]
 #   LAYERS        layers per side; or ENC_LAYERS / DEC_LAYERS      [6]
 #   SIZE, DEEPNET_WORK   as for prepare.sh                         [full, runs/wmt17]
