@@ -226,7 +226,7 @@ def fixup_scale(residual_branches: int, branch_depth: int = 2) -> float:
 
 
 # --------------------------------------------------------------------------------------------
-# LayerNorm step multiplier (beyond the paper and Su; --deepnorm-ln-lr-multiplier, issue 12).
+# LayerNorm step multiplier (beyond the paper and Su; --deepnorm-ln-lr-multiplier).
 #
 # The paper's analysis, and Su's above, treat LayerNorm as parameter-free. It is not: a Post-LN
 # sub-layer computes y = LN(alpha x + F(x)) = g * normalise(alpha x + F(x)) + b, and its gain g

@@ -579,7 +579,7 @@ class DLCL(MethodLayer):
         return (y, *out[1:]) if isinstance(out, tuple) else y
 
 
-# --- the methods after DeepNet (issue 21) -----------------------------------------------------
+# --- the methods after DeepNet (2022 on) -----------------------------------------------------
 
 _LAYER_NORMS = ("self_attn_layer_norm", "encoder_attn_layer_norm", "final_layer_norm")
 

@@ -224,7 +224,7 @@ _DECLARED = (
            "this plugin (docs/figure5.md)", "post", model="deepnet_transformer",
            arch="deepnet_transformer",
            options=("--deepnorm-constants", "adam", "--deepnorm-ln-lr-multiplier", "auto")),
-    # The methods after DeepNet (issue 21). Those defined for decoder-only LMs (Peri-LN, Mix-LN,
+    # The methods after DeepNet (2022 on). Those defined for decoder-only LMs (Peri-LN, Mix-LN,
     # LayerNorm Scaling, DyT) treat the decoder's cross-attention as one more sub-layer with
     # the same rule, and each stack (encoder, decoder) counts its own layers; docs/methods.md.
     Method("subln", "Pre-LN + LN before out_proj (self-attn) and before fc2; v/out/ffn x gamma, "

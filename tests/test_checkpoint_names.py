@@ -1,6 +1,6 @@
 """Old checkpoints keep loading: the names a checkpoint stores (its --arch, the registered model
 behind it, every state_dict key) are what the plugin registered and built before DeepNet became
-one layer rule among the methods (issue 22). The expected names below were written from that
+one layer rule among the methods. The expected names below were written from that
 code (commit 7b65d0f), not computed from today's; tests/data/pre_refactor holds checkpoints it
 saved, with the outputs it computed (tests/data/make_pre_refactor_checkpoints.py)."""
 

@@ -34,7 +34,7 @@ RESIDUAL_FORMS = {
     "r_fixup": lambda layer, i, x, g: x + layer.multiplier[i] * g,
     "t_fixup": lambda layer, i, x, g: x + g,
     "normformer": lambda layer, i, x, g: x + g,
-    # the methods after DeepNet (issue 21): their LayerNorms are in the norms and branches below
+    # the methods after DeepNet (2022 on): their LayerNorms are in the norms and branches below
     "subln": lambda layer, i, x, g: x + g,
     "peri_ln": lambda layer, i, x, g: x + _layer_norm(layer.out_ln[i], g),
     "ln_scaling": lambda layer, i, x, g: x + g,

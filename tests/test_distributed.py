@@ -325,7 +325,7 @@ def test_a_zero1_checkpoint_averages_exports_and_decodes(zero, toy_data):
     assert len(hypotheses) == 40  # every test sentence of the toy corpus
 
 
-# --- the LayerNorm lr multiplier under ZeRO-1 (issue 20 item 5) -------------------------------
+# --- the LayerNorm lr multiplier under ZeRO-1 -------------------------------
 
 @pytest.fixture(scope="module")
 def zero_ln_lr(toy_data, tmp_path_factory):

@@ -1,4 +1,4 @@
-"""Hostile input to the recipes' data preparation (issue 19): every row runs the real
+"""Hostile input to the recipes' data preparation: every row runs the real
 ``python -m deepnet_fairseq.recipes.corpus`` (clean.py, then real sentencepiece, then encoding)
 on a small en-de corpus in which one thing is wrong, and checks either the one-line refusal or
 that the cleaned pairs are still aligned, and what is (and is not) on disk afterwards.

@@ -463,7 +463,7 @@ def test_stop_diverged_is_a_setting_with_a_default():
     ({"METHOD": "deepnet"}, False),                 # no multiplier: fairseq's flat fp16 stays
 ])
 def test_the_layernorm_lr_multiplier_runs_under_the_gpu_defaults(env, adds):
-    """Issue 20 item 5: the recipes choose the mode in which the multiplier works, and fairseq's
+    """The recipes choose the mode in which the multiplier works, and fairseq's
     own argument parser (which runs the plugin's check) accepts the command they build."""
     from fairseq import options
 

@@ -238,7 +238,7 @@ def test_fairseq_train_with_the_multiplier_resumes_from_checkpoint_last(toy_data
 @pytest.mark.parametrize("mode", ["--fp16-no-flatten-grads", "--memory-efficient-fp16"])
 def test_one_fp16_update_scales_the_layernorm_steps_to_the_precision(tmp_path, monkeypatch,
                                                                      mode):
-    """Issue 20 item 5, on CPU: fairseq's two CUDA-only calls of its fp16 path lifted for this
+    """On CPU: fairseq's two CUDA-only calls of its fp16 path lifted for this
     test (what ``fairseq_train_compat`` does for a CPU fp16 run). With fp32 master copies
     (--fp16-no-flatten-grads) a LayerNorm step is k times the plain fp16 step as in fp32; with
     memory-efficient fp16 (no master copy) to within the parameter's fp16 rounding."""

@@ -53,7 +53,7 @@ def test_registry_lists_every_compared_method_and_the_optimizer_aware_forms():
     compared = {"post_ln", "pre_ln", "ds_init", "admin", "rezero", "r_fixup", "t_fixup",
                 "dlcl", "normformer", "lipschitz", "deepnet"}
     forms = {f"deepnet_{form}" for form in constants.CONSTANT_FORMS if form != "paper"}
-    layer_norm_lr = {"deepnet_ln", "deepnet_adam_ln"}  # issue 12's remedy as methods
+    layer_norm_lr = {"deepnet_ln", "deepnet_adam_ln"}  # the LayerNorm lr remedy as methods
     after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t"}  # since 2022
     assert set(methods.METHODS) == compared | forms | layer_norm_lr | after_deepnet
     assert methods.get("rezero").train_args(4, 3) == [

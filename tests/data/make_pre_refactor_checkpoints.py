@@ -1,5 +1,5 @@
 """Writes tests/data/pre_refactor/*.pt.gz: tiny checkpoints saved by the plugin as it was before
-DeepNet became one layer rule among the methods (issue 22; commit 7b65d0f), with the outputs
+DeepNet became one layer rule among the methods (commit 7b65d0f), with the outputs
 that code computed on a fixed input. tests/test_checkpoint_names.py loads them with today's
 code. Run once, from a checkout of that commit (the files are kept, not regenerated):
 
