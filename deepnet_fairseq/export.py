@@ -94,7 +94,7 @@ def export_kind(model_cfg) -> str:
         raise ExportError(f"unknown architecture --arch {arch!r}: neither fairseq nor this plugin "
                           f"registers it, so how to fold it is unknown; {SUPPORTED}")
     if model == "deepnet_transformer":
-        form = _option(model_cfg, "deepnorm_constants") or "paper"
+        form = str(_option(model_cfg, "deepnorm_constants") or "paper")
         if is_pre_ln_form(form):
             raise ExportError(
                 f"the checkpoint uses --deepnorm-constants {form}, DeepNorm's Pre-LN form "

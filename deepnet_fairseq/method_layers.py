@@ -170,6 +170,12 @@ RECORD = "deepnorm_constants"
 """Name of the buffer in which each DeepNorm layer records the (alpha, beta) it was built with."""
 
 
+def deepnorm_form(args) -> str:
+    """--deepnorm-constants as text: under a hydra config (the LM task) fairseq gives the member
+    of its ChoiceEnum, which is not a str."""
+    return str(safe_getattr(args, "deepnorm_constants") or "paper")
+
+
 @layer_rule
 class DeepNorm(MethodLayer):
     """DeepNorm (Wang et al. 2022, arXiv 2203.00555): Post-LN with ``LN(alpha x + G(x))``,
@@ -192,12 +198,11 @@ class DeepNorm(MethodLayer):
         overrides = {f"{side}_{name}": safe_getattr(args, f"deepnorm_{side}_{name}")
                      for side in stacks for name in ("alpha", "beta")}
         return constants.deepnorm(*(depth(s) if s in stacks else None for s in ENCODER_DECODER),
-                                  form=(safe_getattr(args, "deepnorm_constants") or "paper")
-                                  ).with_overrides(**overrides)
+                                  form=deepnorm_form(args)).with_overrides(**overrides)
 
     @classmethod
     def validate(cls, args, method, stacks=ENCODER_DECODER):
-        form = (safe_getattr(args, "deepnorm_constants") or "paper")
+        form = deepnorm_form(args)
         # the form says the LayerNorm placement: Post-LN, or Pre-LN (set here) for pre_ln_*
         method.set_layer_norm_placement(args, "pre" if constants.is_pre_ln_form(form) else "post")
         for side in ENCODER_DECODER:
@@ -254,7 +259,7 @@ class DeepNorm(MethodLayer):
         if not len(stack.layers):
             return
         first = stack.layers[0]
-        form = safe_getattr(stack.cfg, "deepnorm_constants") or "paper"
+        form = deepnorm_form(stack.cfg)
         k = layernorm_lr.stack_multipliers(
             safe_getattr(stack.cfg, "deepnorm_ln_lr_multiplier"),
             cls.constants_for(stack.cfg, first.stacks), form)[first.side]
