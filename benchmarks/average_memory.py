@@ -137,7 +137,7 @@ def last_update_checkpoints(directory: str) -> List[str]:
 def model_parameters(path: str) -> int:
     import torch
 
-    from deepnet_fairseq import checkpoint_compat  # noqa: F401
+    from deepnet_fairseq.storage import checkpoint_compat  # noqa: F401
     from deepnet_fairseq.average_checkpoints import tied
 
     model = torch.load(path, map_location="cpu", weights_only=True, mmap=True)["model"]

@@ -19,7 +19,8 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def register() -> None:
     """Register the plugin with fairseq (idempotent: Python imports each module once)."""
-    from . import checkpoint_compat, models, tasks  # noqa: F401  (their registrations)
+    from . import models, tasks  # noqa: F401  (their registrations)
+    from .storage import checkpoint_compat  # noqa: F401  (its registrations)
 
 
 if "fairseq" in sys.modules:  # loaded as fairseq's --user-dir, or after fairseq

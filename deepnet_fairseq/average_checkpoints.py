@@ -49,7 +49,7 @@ from typing import Dict, List
 
 import torch
 
-from .checkpoint_io import (CheckpointError, output_problem, read_checkpoint, save_checkpoint,
+from .storage.checkpoint_io import (CheckpointError, output_problem, read_checkpoint, save_checkpoint,
                             signals_raise)
 
 _PATTERNS = {

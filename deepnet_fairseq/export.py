@@ -51,9 +51,9 @@ from typing import Dict, Optional
 import torch
 
 from .average_checkpoints import model_only, save_atomically
-from .checkpoint_io import (CheckpointError, output_problem, read_fairseq_checkpoint,
+from .storage.checkpoint_io import (CheckpointError, output_problem, read_fairseq_checkpoint,
                             remove_stale_temporaries, signals_raise, temporary_prefix)
-from .method_layers import RECORD
+from .nn.method_layers import RECORD
 from .methods import METHODS
 
 QUANTIZATIONS = ("int8", "int8_float16", "float16")
@@ -115,7 +115,7 @@ def export_kind(model_cfg) -> str:
 def branch_outputs(model) -> Dict[str, float]:
     """The state-dict prefix of the last affine map of every DeepNorm sub-layer's branch, with
     the alpha of its layer, read from the built ``model``."""
-    from .method_layers import DeepNorm
+    from .nn.method_layers import DeepNorm
 
     found = {}
     for name, layer in model.named_modules():

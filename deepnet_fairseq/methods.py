@@ -173,7 +173,7 @@ _DEEPNORM_OPTIONS = (
         "--deepnorm-constants (Post-LN forms: 1/L with L = 2N encoder, 3M decoder; paper: "
         "beta^2/alpha^2, which is 1/(4N) for an N-layer encoder-only or decoder-only model; "
         "Pre-LN forms: 1), a number sets it; default: off. Applied to the optimizer's step of "
-        "those parameters; see deepnet_fairseq/layernorm_lr.py and constants.py", kind=str),
+        "those parameters; see deepnet_fairseq/nn/layernorm_lr.py and constants.py", kind=str),
 )
 
 _DECLARED = (

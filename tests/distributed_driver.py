@@ -27,7 +27,8 @@ import sys
 import torch
 import torch.distributed as dist
 
-from deepnet_fairseq import fairseq_train_compat, layernorm_lr
+from deepnet_fairseq import fairseq_train_compat
+from deepnet_fairseq.nn import layernorm_lr
 
 
 def record_first_update(path: str):

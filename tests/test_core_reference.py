@@ -15,7 +15,7 @@ import torch
 
 from conftest import REPO, USER_DIR, build, run, sample_batch
 from deepnet_fairseq import constants, methods
-from deepnet_fairseq.initialization import BETA_GAIN_ROLES, ROLES, deepnorm_init_
+from deepnet_fairseq.nn.initialization import BETA_GAIN_ROLES, ROLES, deepnorm_init_
 
 NARROW = ["--encoder-embed-dim", 16, "--encoder-ffn-embed-dim", 32,
           "--encoder-attention-heads", 2, "--decoder-attention-heads", 2]
@@ -188,7 +188,7 @@ def test_subln_init_is_fairseqs_times_magneto_gamma(toy_data):
 
 
 def test_dyt_replaces_every_layer_norm_final_ones_too(toy_data):
-    from deepnet_fairseq.method_layers import DynamicTanh
+    from deepnet_fairseq.nn.method_layers import DynamicTanh
 
     model, _, _ = build(toy_data, "dyt_transformer_tiny", "--dyt-alpha-init", 0.8)
     assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())

@@ -20,8 +20,9 @@ import torch
 
 from conftest import REPO, USER_DIR, build, sample_batch
 
-from deepnet_fairseq import checkpoint_compat, methods
-from deepnet_fairseq.method_layers import Admin, collective_device, profile_admin_
+from deepnet_fairseq import methods
+from deepnet_fairseq.storage import checkpoint_compat
+from deepnet_fairseq.nn.method_layers import Admin, collective_device, profile_admin_
 
 # Two gloo processes on CPU, fairseq's own all-reduce (torch's DDP refuses a CPU model with
 # fairseq's device_ids), tiny batches, every update logged as JSON on rank 0.
@@ -356,7 +357,8 @@ def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precisio
     them), one update scales every tagged LayerNorm step by its stack's k on both ranks, the
     tagged parameters of either rank's shard alike, and changes no other step. In fp16 the
     steps compared are those of the fp32 master copies OSS shards (--fp16-no-flatten-grads)."""
-    from deepnet_fairseq import constants, layernorm_lr
+    from deepnet_fairseq import constants
+    from deepnet_fairseq.nn import layernorm_lr
 
     plain, scaled = zero_ln_lr[(precision, "plain")], zero_ln_lr[(precision, "scaled")]
     expected = layernorm_lr.stack_multipliers("auto", constants.encoder_decoder_for(2, 2, "paper"),

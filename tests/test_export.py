@@ -13,7 +13,7 @@ import torch
 
 from conftest import PY, USER_DIR, build, run, sample_batch
 from deepnet_fairseq import export
-from deepnet_fairseq.method_layers import RECORD
+from deepnet_fairseq.nn.method_layers import RECORD
 
 # Max |difference| allowed between the fp32 decoder outputs (logits, about +-8 here) of a
 # DeepNet and its export. The fold's one approximation is LayerNorm's epsilon, which is

@@ -24,7 +24,8 @@ import pytest
 import torch
 
 from conftest import PY, REPO, build
-from deepnet_fairseq import average_checkpoints, checkpoint_io, export
+from deepnet_fairseq import average_checkpoints, export
+from deepnet_fairseq.storage import checkpoint_io
 from deepnet_fairseq.diagnostics import source_use
 from deepnet_fairseq.recipes import evaluate, runner
 

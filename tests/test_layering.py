@@ -17,8 +17,8 @@ PACKAGE = "deepnet_fairseq"
 # root (USER_DIR, register) is importable from everywhere.
 LAYERS = [
     ("core", ["constants", "methods"]),
-    ("io", ["fileio", "checkpoint_compat", "checkpoint_io", "corpora"]),
-    ("nn", ["initialization", "method_layers", "layernorm_lr"]),
+    ("storage", ["storage", "corpora"]),
+    ("nn", ["nn"]),
     ("models", ["models"]),
     ("tasks", ["tasks"]),
     ("tools", ["export", "average_checkpoints", "spm", "cli", "fairseq_train_compat",

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from conftest import USER_DIR, build, run
-from deepnet_fairseq import constants, layernorm_lr
+from deepnet_fairseq import constants
+from deepnet_fairseq.nn import layernorm_lr
 
 # (form, N, M, encoder k, decoder k), computed by hand from constants.py's derivation:
 # paper k = beta^2/alpha^2: encoder (0.87/0.81)^2 (N^4 M)^(-1/4), decoder 1/(6M);

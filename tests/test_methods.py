@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from conftest import build, sample_batch
 from deepnet_fairseq import constants, methods
-from deepnet_fairseq.method_layers import linears
+from deepnet_fairseq.nn.method_layers import linears
 
 WIDE = ["--encoder-embed-dim", 256, "--encoder-ffn-embed-dim", 512,
         "--decoder-embed-dim", 256, "--decoder-ffn-embed-dim", 512]
@@ -402,7 +402,7 @@ def test_one_constants_function_for_the_three_model_kinds():
 
 
 def test_the_value_path_roles_are_the_beta_gain_roles():
-    from deepnet_fairseq.initialization import BETA_GAIN_ROLES, ROLES, value_path
+    from deepnet_fairseq.nn.initialization import BETA_GAIN_ROLES, ROLES, value_path
 
     assert BETA_GAIN_ROLES == tuple(r for r in ROLES if value_path(r))
     assert not any(value_path(r) for r in ROLES if r.endswith(("q_proj", "k_proj")))
@@ -507,7 +507,7 @@ def test_optimizer_aware_forms_reach_the_layers(toy_data):
 
 
 def test_encoder_only_deepnorm_constants_and_init_survive_roberta_init(mono_data):
-    from deepnet_fairseq.method_layers import DeepNormEncoderLayer
+    from deepnet_fairseq.nn.method_layers import DeepNormEncoderLayer
 
     model, _, _ = build(mono_data, "deepnet_roberta_tiny", "--task", "masked_lm",
                         "--encoder-layers", 6, "--encoder-embed-dim", 256,
@@ -524,7 +524,7 @@ def test_encoder_only_deepnorm_constants_and_init_survive_roberta_init(mono_data
 
 
 def test_decoder_only_deepnorm_constants(mono_data):
-    from deepnet_fairseq.method_layers import DeepNormDecoderLayer
+    from deepnet_fairseq.nn.method_layers import DeepNormDecoderLayer
 
     model, _, _ = build(mono_data, "deepnet_lm_tiny", "--task", "language_modeling",
                         "--decoder-layers", 24, "--tokens-per-sample", 32)

@@ -9,8 +9,8 @@ from fairseq.models.transformer import TransformerConfig
 
 from conftest import build, sample_batch
 from deepnet_fairseq import constants
-from deepnet_fairseq.initialization import BETA_GAIN_ROLES, UNIT_GAIN_ROLES, deepnorm_init_
-from deepnet_fairseq.method_layers import DeepNormDecoderLayer, DeepNormEncoderLayer
+from deepnet_fairseq.nn.initialization import BETA_GAIN_ROLES, UNIT_GAIN_ROLES, deepnorm_init_
+from deepnet_fairseq.nn.method_layers import DeepNormDecoderLayer, DeepNormEncoderLayer
 
 # Wide enough that a weight's sample std is within about 1% of its expected value.
 WIDE = ["--encoder-embed-dim", 256, "--encoder-ffn-embed-dim", 512,

@@ -14,7 +14,7 @@ import torch
 
 from .. import USER_DIR, methods
 from ..methods import tiny_width_args
-from ..fileio import save_png, write_atomically
+from ..storage.fileio import save_png, write_atomically
 
 
 def method_names(value: str) -> List[str]:

@@ -139,7 +139,7 @@ def load(path: str, data: str):
     the task reading ``data``. Raises CheckpointError, ValueError (``data`` unusable)."""
     from fairseq import checkpoint_utils
 
-    from ..checkpoint_io import read_fairseq_checkpoint
+    from ..storage.checkpoint_io import read_fairseq_checkpoint
 
     # read weights-only here: given a state, fairseq reads no file and also ignores its
     # arg_overrides, so DATA has to be put into the state itself
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
         parser.error(problem)
 
     import deepnet_fairseq  # noqa: F401  (registers the plugin's models for loading)
-    from ..checkpoint_io import CheckpointError
+    from ..storage.checkpoint_io import CheckpointError
     from .common import write_csv
 
     rows, batch = [], None

@@ -33,8 +33,8 @@ from fairseq.models.transformer_lm import (
 from fairseq.utils import safe_getattr, safe_hasattr
 
 from .. import methods
-from ..initialization import deepnorm_init_
-from ..method_layers import DeepNormDecoderLayer, DeepNormEncoderLayer
+from ..nn.initialization import deepnorm_init_
+from ..nn.method_layers import DeepNormDecoderLayer, DeepNormEncoderLayer
 from .method_transformers import (MethodDecoder, MethodEncoder, model_config,
                                   set_option_defaults, validate)
 

@@ -31,7 +31,7 @@ from fairseq.models.transformer import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
 from .. import methods
-from ..method_layers import ENCODER_DECODER, RULES, layer_classes
+from ..nn.method_layers import ENCODER_DECODER, RULES, layer_classes
 
 # --- stacks that build the method's layers -------------------------------------------------
 

@@ -7,4 +7,4 @@ package.
 """
 
 # the recipes' file writers are the plugin's (fileio), re-exported for the recipes' modules
-from ..fileio import atomic_open, save_png, write_atomically, write_json  # noqa: F401
+from ..storage.fileio import atomic_open, save_png, write_atomically, write_json  # noqa: F401

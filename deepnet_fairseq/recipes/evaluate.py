@@ -181,7 +181,7 @@ def main(argv=None) -> None:
                          "in it): move it away, then evaluate again")
     if not (os.path.isfile(averaged) and os.path.getmtime(averaged) > os.path.getmtime(last)):
         fresh(work)  # a stale one is deleted only if the recipes made it (workdir's marker)
-        from ..checkpoint_io import CheckpointError
+        from ..storage.checkpoint_io import CheckpointError
 
         try:
             average_last(checkpoints, args.average_last, averaged)

@@ -78,7 +78,7 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
     reads each candidate weights-only, its tensors mapped, not read: the check costs little
     even for a large model. Returns a message when something was done.
     """
-    from ..checkpoint_io import is_readable, why_unreadable  # torch: only when there is a file
+    from ..storage.checkpoint_io import is_readable, why_unreadable  # torch: only when there is a file
 
     last = os.path.join(checkpoints, "checkpoint_last.pt")
     cause = why_unreadable(last) if os.path.isfile(last) else None

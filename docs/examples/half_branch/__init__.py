@@ -6,7 +6,7 @@ Use it as fairseq's user dir (it loads deepnet_fairseq itself):
 """
 
 import deepnet_fairseq  # noqa: F401  (fairseq is loaded: this registers the plugin)
-from deepnet_fairseq.method_layers import MethodLayer, layer_rule
+from deepnet_fairseq.nn.method_layers import MethodLayer, layer_rule
 from deepnet_fairseq.methods import Method
 from deepnet_fairseq.models.method_transformers import register_method
 

@@ -49,7 +49,7 @@ import torch
 from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                    register_optimizer_step_pre_hook)
 
-from . import constants
+from .. import constants
 
 OPTION = "--deepnorm-ln-lr-multiplier"
 OVERRIDE_KEY = "deepnorm_ln_lr_multiplier"

@@ -32,7 +32,8 @@ from fairseq.modules.transformer_layer import (
 )
 from fairseq.utils import safe_getattr
 
-from . import constants, layernorm_lr
+from .. import constants
+from . import layernorm_lr
 from .initialization import deepnorm_init_, linears, value_path
 
 logger = logging.getLogger(__name__)
