@@ -55,6 +55,47 @@ def signals_interrupt():
             signal.signal(signum, handler)
 
 
+class _Stopper:
+    """Stopping the process groups of GROUPS() (their leaders' pids): a signal received is
+    passed on to each, and what still runs KILL_AFTER_S later is killed. ``installed()``
+    makes SIGTERM / SIGINT / SIGHUP do that while it is active; ``stop`` does it without a
+    signal (a failure, a diverged run), which is not counted as received."""
+
+    def __init__(self, groups: Callable[[], List[int]]):
+        self.groups = groups
+        self.received: List[int] = []
+        self.stopping = False
+
+    def kill(self, signum) -> None:
+        for pid in self.groups():
+            try:
+                os.killpg(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, signum) -> None:
+        self.kill(signum)
+        if not self.stopping:
+            self.stopping = True
+            timer = threading.Timer(KILL_AFTER_S, self.kill, (signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    def _forward(self, signum, _frame) -> None:
+        self.received.append(signum)
+        self.stop(signum)
+
+    @contextlib.contextmanager
+    def installed(self):
+        # handlers first: a signal that comes while a process starts is passed on, not lost
+        previous = {signum: signal.signal(signum, self._forward) for signum in FORWARDED}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
 def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[str]] = None,
                    echo: Callable[[str], Optional[bool]] = lambda line: None,
                    pass_fds: Tuple[int, ...] = ()) -> Tuple[int, Optional[int]]:
@@ -68,40 +109,17 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
     as if a signal had come, but it is not counted as received. Returns (exit code, signal
     received or None).
     """
-    received: List[int] = []
     proc: List[subprocess.Popen] = []
-
-    def kill(signum):
-        if proc:
-            try:
-                os.killpg(proc[0].pid, signum)
-            except ProcessLookupError:
-                pass
-
-    stopping: List[bool] = []
-
-    def stop(signum):
-        kill(signum)
-        if not stopping:
-            stopping.append(True)
-            timer = threading.Timer(KILL_AFTER_S, kill, (signal.SIGKILL,))
-            timer.daemon = True
-            timer.start()
-
-    def forward(signum, _frame):
-        received.append(signum)
-        stop(signum)
-
-    # handlers first: a signal that comes while the process starts is passed on, not lost
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
-    try:
+    stopper = _Stopper(lambda: [p.pid for p in proc])
+    received = stopper.received
+    with stopper.installed():
         pipe = subprocess.PIPE if logs is not None else None
         proc.append(subprocess.Popen(cmd, stdout=pipe, stderr=subprocess.STDOUT if pipe else None,
                                      env={**env, "PYTHONUNBUFFERED": "1"},
                                      start_new_session=True, pass_fds=pass_fds,
                                      preexec_fn=_dies_with_parent(os.getpid())))
         if received:
-            kill(received[0])
+            stopper.kill(received[0])
         if logs is not None:
             outs = [open(path, "ab") for path in logs]
             try:
@@ -109,16 +127,13 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
                     for out in outs:
                         out.write(line)
                         out.flush()
-                    if echo(line.decode("utf-8", "replace")) and not stopping:
-                        stop(signal.SIGTERM)
+                    if echo(line.decode("utf-8", "replace")) and not stopper.stopping:
+                        stopper.stop(signal.SIGTERM)
             finally:
                 for out in outs:
                     out.close()
         code = proc[0].wait()
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-    if not received and not stopping and code < 0 and -code in FORWARDED:
+    if not received and not stopper.stopping and code < 0 and -code in FORWARDED:
         received.append(-code)  # the processes themselves were signalled (a scheduler)
     return code, (received[0] if received else None)
 
@@ -134,56 +149,34 @@ def run_many(cmds: List[List[str]], env: Mapping[str, str], logs: List[str], at_
     further one starts; what still runs KILL_AFTER_S later is killed. Returns the signal
     received, or None.
     """
-    received: List[int] = []
     running = {}
-    stopping: List[bool] = []
-
-    def kill(signum):
-        for proc in list(running.values()):
-            try:
-                os.killpg(proc.pid, signum)
-            except ProcessLookupError:
-                pass
-
-    def stop(signum):
-        kill(signum)
-        if not stopping:
-            stopping.append(True)
-            timer = threading.Timer(KILL_AFTER_S, kill, (signal.SIGKILL,))
-            timer.daemon = True
-            timer.start()
-
-    def forward(signum, _frame):
-        received.append(signum)
-        stop(signum)
-
-    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED}
-    try:
-        waiting = list(range(len(cmds)))
-        while waiting or running:
-            while waiting and len(running) < at_once and not stopping:
-                index = waiting.pop(0)
-                with open(logs[index], "ab") as log:
-                    running[index] = subprocess.Popen(
-                        cmds[index], stdout=log, stderr=subprocess.STDOUT,
-                        env={**env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
-                        preexec_fn=_dies_with_parent(os.getpid()))
-                if stopping:  # a signal came while it started
-                    kill(received[0] if received else signal.SIGTERM)
-            for index, proc in list(running.items()):
-                code = proc.poll()
-                if code is None:
-                    continue
-                del running[index]
-                if not received and not stopping and code < 0 and -code in FORWARDED:
-                    received.append(-code)  # the processes themselves were signalled
-                    stop(-code)
-                if not finished(index, code) and not stopping:
-                    stop(signal.SIGTERM)
-            if running:
-                time.sleep(poll_s)
-    finally:
-        kill(signal.SIGTERM)  # an exception here (in ``finished``): none is left running
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+    stopper = _Stopper(lambda: [p.pid for p in running.values()])
+    received = stopper.received
+    with stopper.installed():
+        try:
+            waiting = list(range(len(cmds)))
+            while waiting or running:
+                while waiting and len(running) < at_once and not stopper.stopping:
+                    index = waiting.pop(0)
+                    with open(logs[index], "ab") as log:
+                        running[index] = subprocess.Popen(
+                            cmds[index], stdout=log, stderr=subprocess.STDOUT,
+                            env={**env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+                            preexec_fn=_dies_with_parent(os.getpid()))
+                    if stopper.stopping:  # a signal came while it started
+                        stopper.kill(received[0] if received else signal.SIGTERM)
+                for index, proc in list(running.items()):
+                    code = proc.poll()
+                    if code is None:
+                        continue
+                    del running[index]
+                    if not received and not stopper.stopping and code < 0 and -code in FORWARDED:
+                        received.append(-code)  # the processes themselves were signalled
+                        stopper.stop(-code)
+                    if not finished(index, code) and not stopper.stopping:
+                        stopper.stop(signal.SIGTERM)
+                if running:
+                    time.sleep(poll_s)
+        finally:
+            stopper.kill(signal.SIGTERM)  # an exception here (in ``finished``): none is left
     return received[0] if received else None
