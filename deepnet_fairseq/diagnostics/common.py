@@ -59,13 +59,19 @@ def build_training(data_dir: str, method: str, layers: int, extra: Iterable[str]
                    seed: int = 1):
     """(cfg, task, model, criterion) of ``method`` at ``layers``-``layers``, tiny width, on CPU,
     through fairseq's training parser; ``extra`` are more fairseq-train options."""
+    return build_from_options(
+        [data_dir, "--user-dir", USER_DIR, "--cpu", "--seed", str(seed),
+         "--source-lang", "src", "--target-lang", "tgt",
+         *methods.get(method).train_args(layers, layers), *tiny_width_args(), *extra], seed)
+
+
+def build_from_options(argv: Sequence[str], seed: int = 1):
+    """(cfg, task, model, criterion) from fairseq-train's options ``argv``, as fairseq-train
+    builds them: its parser, the arch hook, the task; the weights drawn after seeding ``seed``."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    argv = [data_dir, "--user-dir", USER_DIR, "--cpu", "--seed", str(seed),
-            "--source-lang", "src", "--target-lang", "tgt",
-            *methods.get(method).train_args(layers, layers), *tiny_width_args(), *extra]
-    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
     cfg = convert_namespace_to_omegaconf(args)
     torch.manual_seed(seed)
     task = tasks.setup_task(cfg.task)

@@ -1,0 +1,69 @@
+"""The plugin's console scripts and its loading by fairseq in a fresh process: what a user's
+shell sees."""
+
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO, USER_DIR, run
+
+
+def test_pure_modules_import_without_torch_or_fairseq():
+    code = ("import sys, deepnet_fairseq.constants, deepnet_fairseq.methods, "
+            "deepnet_fairseq.recipes.settings, deepnet_fairseq.recipes.paper; "
+            "print(sorted(m for m in ('torch', 'fairseq') if m in sys.modules))")
+    out = run([sys.executable, "-c", code]).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("how", ["user-dir", "register"])
+def test_loading_the_plugin_imports_neither_recipes_nor_diagnostics(how):
+    load = ("from fairseq import utils; from argparse import Namespace; "
+            f"utils.import_user_module(Namespace(user_dir={USER_DIR!r}))"
+            if how == "user-dir" else "import fairseq, deepnet_fairseq; deepnet_fairseq.register()")
+    probe = (f"{load}\nimport sys\n"
+             "print(sorted(m for m in sys.modules if m.startswith('deepnet_fairseq')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, cwd=REPO).stdout
+    loaded = eval(out.strip().splitlines()[-1])
+    assert "deepnet_fairseq.models" in loaded and "deepnet_fairseq.tasks.monitored" in loaded
+    assert not [m for m in loaded if m.split(".")[1:2] in (["recipes"], ["diagnostics"])], loaded
+
+
+def test_console_script_is_installed():
+    assert "deepnet-model-update" in run(["deepnet-model-update", "--help"]).stdout
+
+
+def test_the_lift_changes_exactly_the_two_cuda_calls():
+    """In a process with --cpu --fp16 and no CUDA: current_device() is None (a CPU tensor's
+    device index) and Tensor.cuda() is the identity; every other torch.cuda call still fails."""
+    probe = ("import sys, torch; from deepnet_fairseq import fairseq_train_compat as c\n"
+             "print(c.install(sys.argv[1:]))\n"
+             "t = torch.ones(2)\n"
+             "for call in (lambda: repr(torch.cuda.current_device()), lambda: t.cuda() is t,\n"
+             "             lambda: torch.cuda.synchronize()):\n"
+             "    try:\n        print(call())\n"
+             "    except Exception as e:\n        print(type(e).__name__)\n")
+    run = [sys.executable, "-c", probe]
+    lifted = subprocess.run(run + ["--cpu", "--fp16"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    assert lifted == ["['fp16-on-cpu']", "None", "True", "AssertionError"]
+    plain = subprocess.run(run + ["--cpu"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    assert plain == ["[]", "AssertionError", "AssertionError", "AssertionError"]
+
+
+def test_model_options_help_lists_the_deepnorm_options():
+    proc = run(["deepnet-model-options", "--arch", "deepnet_transformer_18_18"])
+    for flag in ("--deepnorm-encoder-alpha", "--deepnorm-encoder-beta",
+                 "--deepnorm-decoder-alpha", "--deepnorm-decoder-beta"):
+        assert flag in proc.stdout
+    assert "0.81 (N^4 M)^(1/16)" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize("arch,flag", [("post_ln_transformer", "--encoder-layers"),
+                                       ("ds_init_transformer_tiny", "--ds-init-alpha")])
+def test_model_options_accepts_every_arch_the_plugin_registers(arch, flag):
+    """post_ln_transformer is built by fairseq's own model class, yet registered by the plugin."""
+    assert flag in run(["deepnet-model-options", "--arch", arch]).stdout

@@ -1,0 +1,106 @@
+"""Signals and processes that outlive their parent: a stopped writer, launcher or prepare leaves
+no half-written file, no orphan, and the run resumable."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from deepnet_fairseq import processes
+from deepnet_fairseq.recipes import workdir
+from support import PY, REPO, process_alive
+
+
+def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
+    """The trainer inherits the lock: while an orphaned trainer runs, no second one starts."""
+    run_dir = workdir.make_dirs(str(tmp_path / "run"))
+    child = ("import sys, time; from deepnet_fairseq import processes\n"
+             "from deepnet_fairseq.recipes import workdir\n"
+             "with workdir.RunLock(sys.argv[1]) as lock:\n"
+             "    processes.run_forwarding(['sleep', '30'], {}, pass_fds=(lock.fd,))\n")
+    proc = subprocess.Popen([sys.executable, "-c", child, run_dir])
+    deadline = time.time() + 20
+    while time.time() < deadline and "pid" not in _read(os.path.join(run_dir, ".lock")):
+        time.sleep(0.1)
+    time.sleep(0.5)
+    sleeper = _children(proc.pid)
+    proc.kill()  # SIGKILL: no handler runs in the launcher
+    proc.wait()
+    # the parent-death signal stops the child; until it is gone it holds the lock
+    deadline = time.time() + 10
+    while time.time() < deadline and any(process_alive(pid) for pid in sleeper):
+        time.sleep(0.1)
+    assert sleeper and not any(process_alive(pid) for pid in sleeper), "the child outlived its launcher"
+    with workdir.RunLock(run_dir):
+        pass
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _children(pid):
+    out = subprocess.run(["ps", "-o", "pid=,ppid="], capture_output=True, text=True).stdout
+    pairs = [line.split() for line in out.splitlines()]
+    return [int(p) for p, parent in pairs if int(parent) == pid]
+
+
+# a child that gets SIGTERM while it writes the averaged checkpoint (torch.save is wrapped to
+# send it after the first bytes, so the signal arrives mid-write every time)
+KILLED_MID_WRITE = """
+import os, signal, sys, torch
+from deepnet_fairseq import average_checkpoints
+real_save = torch.save
+def save(obj, out, *args, **kwargs):
+    out.write(b"partial")
+    out.flush()
+    print(sorted(os.listdir(os.path.dirname(sys.argv[-1]))), flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+    real_save(obj, out, *args, **kwargs)
+torch.save = save
+average_checkpoints.cli_main(sys.argv[1:])
+"""
+
+
+def test_sigterm_while_writing_removes_the_temporary(tiny_checkpoint, tmp_path):
+    shutil.copyfile(tiny_checkpoint, tmp_path / "in.pt")
+    out = tmp_path / "avg.pt"
+    proc = subprocess.run([PY, "-c", KILLED_MID_WRITE, "--inputs", str(tmp_path / "in.pt"),
+                           "--output", str(out)], capture_output=True, text=True, cwd=REPO,
+                          timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert ".tmp-avg.pt." in proc.stdout  # the temporary was there while it wrote
+    assert sorted(os.listdir(tmp_path)) == ["in.pt"]  # no output, no temporary
+    assert "Traceback" not in proc.stderr
+
+
+def test_output_is_logged_live_and_a_signal_is_passed_on(tmp_path):
+    logs = [str(tmp_path / "attempt.log"), str(tmp_path / "train.log")]
+    seen = {}
+
+    def preempt():  # what a scheduler does at the time limit, once the run has logged a line
+        deadline = time.time() + 20
+        while time.time() < deadline and "first" not in seen.setdefault("log", ""):
+            time.sleep(0.05)
+            seen["log"] = open(logs[1]).read() if os.path.exists(logs[1]) else ""
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    child = ("import signal, sys, time\n"
+             "signal.signal(signal.SIGTERM, lambda *a: (print('got SIGTERM'), sys.exit(143)))\n"
+             "print('first')\ntime.sleep(30)\nprint('never')\n")
+    threading.Thread(target=preempt, daemon=True).start()
+    start = time.time()
+    code, signum = processes.run_forwarding([sys.executable, "-c", child], dict(os.environ), logs)
+    assert "first" in seen["log"]  # in the log while the child was still running
+    assert (code, signum) == (143, signal.SIGTERM) and time.time() - start < 20
+    for path in logs:
+        assert open(path).read() == "first\ngot SIGTERM\n"
+    # our own handler is restored afterwards
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

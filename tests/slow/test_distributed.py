@@ -1,0 +1,302 @@
+"""The distributed runtime: multi-process resume, Admin's reduction, the monitors under DDP, and
+every method trained by 2 processes.
+
+Real torchrun processes (gloo, CPU, one thread each) through
+``deepnet_fairseq.fairseq_train_compat``, as the recipes launch them. What runs in one process
+(the broadcast allowlist, Admin's reduction, the monitors through the DDP wrappers):
+unit/test_distributed_runtime.py.
+"""
+
+import io
+import json
+import math
+import os
+import pickle
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from deepnet_fairseq import methods
+from deepnet_fairseq.storage import checkpoint_compat
+from support import REPO, USER_DIR
+
+
+# Two gloo processes on CPU, fairseq's own all-reduce (torch's DDP refuses a CPU model with
+# fairseq's device_ids), tiny batches, every update logged as JSON on rank 0.
+TWO_PROCESSES = ["--user-dir", USER_DIR, "--cpu", "--distributed-backend", "gloo",
+                 "--ddp-backend", "legacy_ddp", "--distributed-world-size", "2",
+                 "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", "1e-3",
+                 "--max-tokens", "256", "--log-interval", "1", "--log-format", "json",
+                 "--num-workers", "0", "--disable-validation", "--seed", "7"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def torchrun(*args, timeout=600) -> str:
+    """``torchrun --nproc_per_node 2 ARGS`` with one thread a process; its output (fairseq
+    logs to stderr here)."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+           "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *map(str, args)]
+    # this checkout's package first, also for a script (tests/distributed_driver.py), whose
+    # sys.path starts at its own folder rather than the working directory
+    path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
+    output = proc.stdout + proc.stderr
+    errors = "\n".join(line for line in output.splitlines() if "Error" in line)
+    assert proc.returncode == 0, (f"torchrun exited {proc.returncode}; its errors:\n{errors}\n"
+                                  f"its last output:\n{output[-4000:]}")
+    return output
+
+
+def train_inner(log: str):
+    """The per-update JSON records fairseq logged (--log-format json --log-interval 1)."""
+    # "INFO:train_inner:{...}" or fairseq's own format "| INFO | train_inner | {...}",
+    # depending on which logging configuration the process got first
+    return [json.loads(line[line.index("{", line.index("train_inner")):])
+            for line in log.splitlines() if re.search(r"\btrain_inner\b\W+\{", line)]
+
+
+def by_update(records):
+    return {int(r["num_updates"]): r for r in records}
+
+
+# --- resume --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def resume(toy_data, tmp_path_factory):
+    """Run A trains 2 processes to update 3 and saves; run B, a new launch, resumes it to
+    update 6; run C trains to update 6 without interruption. Their logs."""
+    root = tmp_path_factory.mktemp("resume")
+
+    def launch(save_dir, max_update, *extra):
+        return torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES,
+                        "--arch", "deepnet_transformer_tiny", "--max-update", max_update,
+                        "--save-dir", save_dir, "--no-epoch-checkpoints", *extra)
+
+    first = launch(root / "ck", 3)
+    resumed = launch(root / "ck", 6)
+    whole = launch(root / "whole", 6, "--no-save")
+    return {"first": first, "resumed": resumed, "whole": whole, "ckpt": root / "ck"}
+
+
+def test_two_process_resume_continues_with_the_uninterrupted_losses(resume):
+    assert "(epoch 1 @ 3 updates)" in resume["resumed"]  # fairseq's "Loaded checkpoint" line
+    first, resumed, whole = (by_update(train_inner(resume[k]))
+                             for k in ("first", "resumed", "whole"))
+    assert sorted(first) == [1, 2, 3] and sorted(resumed) == [4, 5, 6]
+    assert sorted(whole) == [1, 2, 3, 4, 5, 6]
+    for update in range(1, 7):
+        run = first if update <= 3 else resumed
+        for key in ("loss", "gnorm"):  # logged to 3 decimals: equal up to that rounding
+            assert abs(float(run[update][key]) - float(whole[update][key])) <= 1e-3, (update, key)
+    # the check can tell: a resume that restarted from scratch would repeat updates 1-3
+    assert [whole[u]["loss"] for u in (4, 5, 6)] != [whole[u]["loss"] for u in (1, 2, 3)]
+
+
+def test_the_broadcast_state_needs_only_the_allowlisted_classes(resume):
+    # what rank 0 sends: the checkpoint as fairseq loads it, tensors split off, torch.save'd
+    from fairseq import checkpoint_utils
+    from fairseq.distributed import utils as distributed_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(resume["ckpt"] / "checkpoint_last.pt"))
+    obj = distributed_utils._split_tensors_from_obj(state, [])
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    found = set(torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(buffer.getvalue())))
+    allowed = [*checkpoint_compat.broadcast_globals(),
+               *checkpoint_compat.fairseq_checkpoint_globals()]
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in allowed}
+    assert "omegaconf.dictconfig.DictConfig" in found  # what made rank 1 fail before
+    assert found <= allowed, found - allowed
+    # outside fairseq's broadcast the weights-only unpickler still refuses OmegaConf ...
+    with pytest.raises(pickle.UnpicklingError, match="DictConfig"):
+        torch.load(io.BytesIO(buffer.getvalue()))
+    # ... and with the broadcast's allowlist the state comes back whole
+    with torch.serialization.safe_globals(checkpoint_compat.broadcast_globals()):
+        loaded = torch.load(io.BytesIO(buffer.getvalue()))
+    assert loaded["cfg"] == obj["cfg"] and loaded["extra_state"] == obj["extra_state"]
+
+
+# --- Admin's reduction ---------------------------------------------------------------------
+
+
+# --- monitors through fairseq's wrappers ----------------------------------------------------
+
+
+# --- every method, and the monitors, with 2 processes -----------------------------------------
+
+MONITORED = "deepnet+translation_monitored"
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(toy_data, tmp_path_factory):
+    """Every registered method (tiny, 2L-2L) and one monitored run, 3 updates each, in one
+    torchrun launch of tests/distributed_driver.py. name -> (rank 0's log, log path)."""
+    root = tmp_path_factory.mktemp("methods")
+    runs = []
+    for name, method in methods.METHODS.items():
+        argv = method.train_args(2, 2)
+        argv[argv.index("--arch") + 1] += "_tiny"
+        runs.append({"name": name, "argv": argv})
+    runs.append({"name": MONITORED, "argv": ["--arch", "deepnet_transformer_tiny",
+                                             "--task", "translation_monitored"]})
+    for run in runs:
+        run["log"] = str(root / f"{run['name']}.log")
+        run["argv"] = [str(toy_data), *TWO_PROCESSES, "--max-update", "3", "--no-save",
+                       *run["argv"]]
+    spec = root / "runs.json"
+    spec.write_text(json.dumps(runs))
+    torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
+    return {run["name"]: run["log"] for run in runs}
+
+
+def check_two_process_run(log_path):
+    for rank in (0, 1):  # both processes finished this run, in a world of 2
+        with open(f"{log_path}.rank{rank}.json") as handle:
+            assert json.load(handle) == {"rank": rank, "world_size": 2}
+    log = open(log_path).read()
+    assert "training on 2 devices" in log and "'distributed_world_size': 2" in log
+    records = by_update(train_inner(log))
+    assert sorted(records) == [1, 2, 3]
+    assert all(math.isfinite(float(r["loss"])) for r in records.values())
+    return records
+
+
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_each_method_trains_with_two_processes(two_process_runs, name):
+    check_two_process_run(two_process_runs[name])
+
+
+def test_monitors_log_real_values_with_two_processes(two_process_runs):
+    records = check_two_process_run(two_process_runs[MONITORED])
+    expected = {f"mon_{stat}.{side}.{i}" for stat in ("grad", "lnin", "upd")
+                for side in ("enc", "dec") for i in range(2)}
+    for update, record in records.items():
+        values = {k: float(v) for k, v in record.items() if k.startswith("mon_")}
+        assert expected | {"mon_grad", "mon_lnin", "mon_upd"} == set(values), update
+        assert all(math.isfinite(v) and v > 0 for v in values.values()), values
+
+
+# --- ZeRO-1 (fairseq's --zero-sharding os: fairscale's OSS shards Adam's state) ------------
+
+ZERO = {"fp32": ["--zero-sharding", "os"],
+        # fairseq refuses ZeRO with fp16's flattened master copy: one master per parameter
+        "fp16": ["--zero-sharding", "os", "--fp16", "--fp16-no-flatten-grads",
+                 "--fp16-init-scale", "128"]}
+
+
+@pytest.fixture(scope="module", params=sorted(ZERO))
+def zero(request, toy_data, tmp_path_factory):
+    """As ``resume``, with ZeRO-1 (and fp16 on CPU, fairseq_train_compat item 3)."""
+    root = tmp_path_factory.mktemp(f"zero-{request.param}")
+
+    def launch(save_dir, max_update, *extra):
+        return torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES,
+                        "--arch", "deepnet_transformer_tiny", "--max-update", max_update,
+                        "--save-dir", save_dir, "--no-epoch-checkpoints",
+                        "--save-interval-updates", "3", *ZERO[request.param], *extra)
+
+    first = launch(root / "ck", 3)
+    resumed = launch(root / "ck", 6)
+    whole = launch(root / "whole", 6, "--no-save")
+    return {"first": first, "resumed": resumed, "whole": whole, "ckpt": root / "ck",
+            "root": root, "precision": request.param}
+
+
+def test_zero1_trains_saves_and_resumes_with_the_uninterrupted_losses(zero):
+    assert "(epoch 1 @ 3 updates)" in zero["resumed"]
+    first, resumed, whole = (by_update(train_inner(zero[k])) for k in ("first", "resumed", "whole"))
+    assert sorted(first) == [1, 2, 3] and sorted(resumed) == [4, 5, 6]
+    for update in range(1, 7):
+        run = first if update <= 3 else resumed
+        assert abs(float(run[update]["loss"]) - float(whole[update]["loss"])) <= 1e-3, update
+    assert [whole[u]["loss"] for u in (4, 5, 6)] != [whole[u]["loss"] for u in (1, 2, 3)]
+
+
+def test_a_zero1_checkpoint_averages_exports_and_decodes(zero, toy_data):
+    root = zero["root"]
+    subprocess.run(["deepnet-average-checkpoints", "--inputs", str(zero["ckpt"]),
+                    "--num-update-checkpoints", "2", "--output", str(root / "avg.pt")],
+                   check=True, capture_output=True)
+    subprocess.run(["deepnet-export", str(root / "avg.pt"), "--output", str(root / "plain.pt")],
+                   check=True, capture_output=True)
+    decoded = subprocess.run(["fairseq-generate", str(toy_data), "--user-dir", USER_DIR,
+                              "--path", str(root / "avg.pt"), "--gen-subset", "test", "--cpu",
+                              "--beam", "2", "--batch-size", "64"],
+                             capture_output=True, text=True, check=True)
+    hypotheses = [line for line in decoded.stdout.splitlines() if line.startswith("H-")]
+    assert len(hypotheses) == 40  # every test sentence of the toy corpus
+
+
+# --- the LayerNorm lr multiplier under ZeRO-1 -------------------------------
+
+@pytest.fixture(scope="module")
+def zero_ln_lr(toy_data, tmp_path_factory):
+    """One update of 2 processes with ZeRO-1, in fp32 and in fp16 (unflattened master copies),
+    each without and with ``--deepnorm-ln-lr-multiplier auto``, in one torchrun launch.
+    (precision, "plain" or "scaled") -> [rank 0's record, rank 1's] (distributed_driver.py)."""
+    root = tmp_path_factory.mktemp("zero-ln-lr")
+    runs = []
+    for precision in sorted(ZERO):
+        for variant, option in (("plain", []), ("scaled", ["--deepnorm-ln-lr-multiplier", "auto"])):
+            name = f"{precision}-{variant}"
+            runs.append({"name": name, "log": str(root / f"{name}.log"),
+                         "steps": str(root / name),
+                         "argv": [str(toy_data), *TWO_PROCESSES, "--arch", "deepnet_transformer_tiny",
+                                  "--dropout", "0", "--max-update", "1", "--no-save",
+                                  *ZERO[precision], *option]})
+    spec = root / "runs.json"
+    spec.write_text(json.dumps(runs))
+    torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
+    return {tuple(run["name"].split("-")): [torch.load(f"{run['steps']}.rank{rank}.pt")
+                                            for rank in (0, 1)] for run in runs}
+
+
+@pytest.mark.parametrize("precision", sorted(ZERO))
+def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precision):
+    """With ZeRO-1 (fairscale's OSS steps each rank's shard of the parameters, then broadcasts
+    them), one update scales every tagged LayerNorm step by its stack's k on both ranks, the
+    tagged parameters of either rank's shard alike, and changes no other step. In fp16 the
+    steps compared are those of the fp32 master copies OSS shards (--fp16-no-flatten-grads)."""
+    from deepnet_fairseq import constants
+    from deepnet_fairseq.nn import layernorm_lr
+
+    plain, scaled = zero_ln_lr[(precision, "plain")], zero_ln_lr[(precision, "scaled")]
+    expected = layernorm_lr.stack_multipliers("auto", constants.encoder_decoder_for(2, 2, "paper"),
+                                              "paper")
+    layernorm = sorted(n for n in scaled[0]["steps"] if ".layers." in n and "layer_norm" in n)
+    assert len(layernorm) == 2 * (2 * 2 + 2 * 3)  # gain and bias of 2x2 encoder, 2x3 decoder LNs
+    optimizers = {"fp32": ["FairseqAdam", "FairseqOSS", "Adam"],
+                  "fp16": ["FP16Optimizer", "FairseqOSS", "Adam"]}[precision]
+    for records in (plain, scaled):
+        assert [r["optimizers"] for r in records] == [optimizers, optimizers]
+    # each rank's shard holds some of the tagged parameters, and together all of them
+    own = [set(r["own_tagged"]) for r in scaled]
+    assert own[0] and own[1] and not own[0] & own[1] and own[0] | own[1] == set(layernorm)
+    assert plain[0]["own_tagged"] == []
+    for key in ("steps", "masters") if precision == "fp16" else ("steps",):
+        for name in scaled[0][key]:  # the replicas agree after OSS's broadcast
+            for records in (plain, scaled):
+                assert torch.equal(records[0][key][name], records[1][key][name]), (key, name)
+    stepped = "masters" if precision == "fp16" else "steps"
+    for name, step in scaled[0][stepped].items():
+        base = plain[0][stepped][name]
+        if name in layernorm:
+            k = expected[name.split(".")[0]]
+            assert base.abs().max() > 1e-4, name  # a real step to compare with
+            # fp32 arithmetic next to values near 1: 2 ulps of 1.0 (fp16: on the masters too)
+            torch.testing.assert_close(step, k * base, rtol=1e-4, atol=2.4e-7, msg=name)
+        else:
+            assert torch.equal(step, base), f"{name} changed"
+    if precision == "fp16":  # and the fp16 model holds its masters' values, rounded
+        for name in layernorm:
+            assert not torch.equal(scaled[0]["steps"][name], plain[0]["steps"][name]), name

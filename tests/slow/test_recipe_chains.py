@@ -1,0 +1,262 @@
+"""End to end: every dataset's prepare -> train -> evaluate -> sweep chain at smoke size on
+Multi30k (Elliott et al. 2016) in local mode, through the real scripts and fairseq CLIs.
+
+WMT-17 shape: en-de; OPUS-100 shape: en<->{de,fr,cs}; IWSLT-14 shape: de-en. The WMT sweep
+covers 2 depths x 2 methods plus a run forced to diverge (absurd learning rate); the OPUS
+sweep 2 depths and the log fit over 6 directions; one test trains with 2 CPU processes (gloo)
+through the recipe's own torchrun path, one as 2 torchrun "nodes" of one process sharing a
+run directory, and one is stopped by SIGTERM (a scheduler's time limit) and resumed. Kept
+small: the whole file is meant to take a few minutes on 2 cores.
+"""
+
+import csv
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes import curves
+from support import REPO, process_alive
+
+
+MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
+# SOURCE=multi30k: the corpus shipped in the package, found without any other setting
+LOCAL = {"SIZE": "smoke", "DEVICE": "cpu", "SOURCE": "multi30k",
+         "OMP_NUM_THREADS": "1"}  # one thread per process: CI machines are small and shared
+
+
+def recipe_env(work, **env):
+    return {**os.environ, **LOCAL, "DEEPNET_WORK": str(work), **env}
+
+
+def script(dataset, step):
+    return os.path.join(REPO, "scripts", dataset, f"{step}.sh")
+
+
+def recipe(dataset, step, work, **env):
+    proc = subprocess.run(["bash", script(dataset, step)], capture_output=True, text=True,
+                          cwd=REPO, env=recipe_env(work, **env))
+    assert proc.returncode == 0, f"{dataset}/{step}.sh exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def results(work):
+    with open(os.path.join(work, "results", "results.csv")) as handle:
+        rows = {row["run"]: row for row in csv.DictReader(handle)}
+    table = open(os.path.join(work, "results", "table.md")).read()
+    png = open(os.path.join(work, "results", "bleu_vs_depth.png"), "rb").read()
+    assert png[:4] == b"\x89PNG"
+    return rows, table
+
+
+@pytest.fixture(scope="module")
+def wmt17(tmp_path_factory):
+    work = tmp_path_factory.mktemp("wmt17")
+    recipe("wmt17", "prepare", work)
+    return work
+
+
+def test_wmt17_sweep_with_forced_divergence(wmt17):
+    runs = "deepnet:1:1 post_ln:1:1 post_ln:1:1:LR=1000 deepnet:2:2 post_ln:2:2"
+    recipe("wmt17", "sweep", wmt17, RUNS=runs)
+    rows, table = results(wmt17)
+    assert set(rows) == {"deepnet-1L-1L", "post_ln-1L-1L", "post_ln-1L-1L+LR=1000",
+                         "deepnet-2L-2L", "post_ln-2L-2L"}
+    # the forced divergence is recorded, and the sweep went on to train and score later runs
+    assert rows["post_ln-1L-1L+LR=1000"]["status"] == "diverged"
+    assert "| post_ln (LR=1000) | diverged |" in table
+    for name in ("deepnet-1L-1L", "post_ln-1L-1L", "deepnet-2L-2L", "post_ln-2L-2L"):
+        row = rows[name]
+        assert row["status"] == "ok", row
+        assert float(row["tok_bleu"]) >= 0 and float(row["sacrebleu"]) >= 0
+        assert row["signature"].startswith("nrefs:1|case:mixed")
+        evaluation = json.load(open(wmt17 / "runs" / name / "eval" / "eval.json"))
+        assert evaluation["directions"]["en-de"]["sentences"] == 60  # every test sentence decoded
+    assert "| method | 1L-1L | 2L-2L |" in table and "DeepNet 100L-100L: 28.9" in table
+    # a finished sweep is not redone: re-running only rewrites the table
+    again = recipe("wmt17", "sweep", wmt17, RUNS=runs)
+    assert again.stderr.count("already finished") == 5
+    # the curves tool keeps a run's records: its last validation is the status's
+    kept = wmt17 / "kept"
+    curves.main([str(wmt17 / "runs" / "deepnet-2L-2L"), "--export", str(kept),
+                 "--plot", str(kept / "curves.png")])
+    exported = kept / "deepnet-2L-2L"
+    assert json.load(open(exported / "status.json")) == json.load(
+        open(wmt17 / "runs" / "deepnet-2L-2L" / "status.json"))
+    assert (exported / "eval.json").is_file() and (kept / "curves.png").stat().st_size > 0
+    *_, last = (exported / "valid_loss.csv").read_text().split()
+    assert float(last.split(",")[1]) == float(rows["deepnet-2L-2L"]["last_valid_loss"])
+    assert curves.read_curve(str(exported)) == curves.read_curve(
+        str(wmt17 / "runs" / "deepnet-2L-2L"))
+
+
+def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):
+    # 2 gloo processes x 2048 tokens: update-freq 1 gives the same 4096-token update as one
+    # process x 4096 tokens (the sweep's runs) or one process x 2048 x update-freq 2.
+    # In bf16, which fairseq's CLI alone cannot do off a TPU (deepnet_fairseq/fairseq_train_compat.py)
+    recipe("wmt17", "train", wmt17, RUN_NAME="two-processes", NPROC="2", METHOD="deepnet",
+           LAYERS="1", MAX_TOKENS="2048", MAX_UPDATE="4", SAVE_INTERVAL_UPDATES="2",
+           PRECISION="bf16")
+    two = json.load(open(wmt17 / "runs" / "two-processes" / "status.json"))
+    assert (two["world_size"], two["update_freq"], two["launcher"]) == (2, 1, "torchrun")
+    assert two["status"] == "ok" and two["num_updates"] == 4
+    log = open(wmt17 / "runs" / "two-processes" / "train.log").read()
+    assert "distributed init (rank 1)" in log and "'distributed_world_size': 2" in log
+    assert "'bf16': True" in log and "'tpu': False" in log
+
+
+def wait_for(predicate, what, timeout=300, procs=()):
+    deadline = time.time() + timeout
+    while not predicate():
+        for proc in procs:
+            assert proc.poll() is None, f"exited {proc.returncode} before {what}"
+        assert time.time() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
+
+
+def test_wmt17_sigterm_is_interrupted_and_the_next_launch_resumes(wmt17):
+    run = wmt17 / "runs" / "preempted"
+    env = recipe_env(wmt17, RUN_NAME="preempted", METHOD="deepnet", LAYERS="1",
+                     MAX_UPDATE="24", SAVE_INTERVAL_UPDATES="3")
+    proc = subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = run / "train.log"
+    # train.log is written while fairseq runs: the first checkpoint's line shows up in it live
+    wait_for(lambda: log.exists() and "Saved checkpoint" in log.read_text(),
+             "saved checkpoint in train.log", procs=[proc])
+    proc.send_signal(signal.SIGTERM)  # what SLURM does at the time limit
+    assert proc.wait(timeout=120) == 128 + signal.SIGTERM, proc.stderr.read()[-3000:]
+    status = json.load(open(run / "status.json"))
+    assert status["status"] == "interrupted", status
+    assert "SIGTERM" in status["reason"] and 3 <= status["num_updates"] < 24
+    first = (run / "attempts" / "attempt-1.log").read_text()
+    assert "signal SIGTERM" in first.splitlines()[-1]
+
+    recipe("wmt17", "train", wmt17, RUN_NAME="preempted", METHOD="deepnet", LAYERS="1",
+           MAX_UPDATE="24", SAVE_INTERVAL_UPDATES="3")
+    status = json.load(open(run / "status.json"))
+    assert (status["status"], status["num_updates"], status["attempt"]) == ("ok", 24, 2)
+    second = (run / "attempts" / "attempt-2.log").read_text()
+    assert "Loaded checkpoint" in second and "checkpoint_last.pt" in second  # resumed
+    # every attempt's output is kept: both in train.log, each after its header
+    whole = log.read_text()
+    assert whole.count("==== attempt 1,") == 1 and whole.count("==== attempt 2,") == 1
+    assert first in whole and second in whole
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_wmt17_two_nodes_write_one_status_and_their_own_logs(wmt17):
+    # two "nodes" of one CPU process each on this machine: torchrun --nnodes 2, node ranks 0
+    # and 1 started together, one shared run directory (as on a cluster's shared filesystem)
+    run = wmt17 / "runs" / "two-nodes"
+    common = dict(RUN_NAME="two-nodes", METHOD="deepnet", LAYERS="1", MAX_UPDATE="4",
+                  SAVE_INTERVAL_UPDATES="2", MAX_TOKENS="2048", NNODES="2", NPROC="1",
+                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    nodes = [subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO, text=True,
+                              env=recipe_env(wmt17, NODE_RANK=str(rank), **common),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for rank in (0, 1)]
+    errors = [node.communicate(timeout=600)[1] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n----\n".join(e[-3000:] for e in errors)
+    status = json.load(open(run / "status.json"))
+    assert status["status"] == "ok" and status["num_updates"] == 4, status
+    assert (status["world_size"], status["nnodes"], status["launcher"]) == (2, 2, "torchrun")
+    assert "rank 0 writes the status" in errors[1]
+    # run-level files from global rank 0 only; node 1 keeps its own log
+    assert "--node_rank 0" in (run / "command.sh").read_text()
+    assert json.load(open(run / "config.json"))["layout"]["node_rank"] == 0
+    node0, node1 = (run / "train.log").read_text(), (run / "train.node1.log").read_text()
+    assert "==== attempt 1," in node0 and "==== attempt 1 (node 1)," in node1
+    assert "valid on 'valid' subset" in node0 and "--node_rank 1" in node1
+    assert "--node_rank 1" not in node0
+    assert sorted(os.listdir(run / "attempts")) == [".deepnet-recipes", "attempt-1.log",
+                                                   "attempt-1.node1.log"]
+
+
+def test_opus100_chain_and_log_fit(tmp_path):
+    small = {"LANGS": "de fr cs", "VALID_LINES": "40", "TEST_LINES": "30"}
+    recipe("opus100", "prepare", tmp_path, **small)
+    pairs = open(tmp_path / "data" / "bin" / "lang_pairs.txt").read().strip().split(",")
+    assert sorted(pairs) == ["cs-en", "de-en", "en-cs", "en-de", "en-fr", "fr-en"]
+    recipe("opus100", "sweep", tmp_path, METHODS="deepnet", DEPTHS="1 2", **small)
+    rows, table = results(tmp_path)
+    assert set(rows) == {"deepnet-1L-1L", "deepnet-2L-2L"}
+    for row in rows.values():
+        assert row["status"] == "ok", row
+        evaluation = json.load(open(tmp_path / "runs" / row["run"] / "eval" / "eval.json"))
+        assert sorted(evaluation["directions"]) == sorted(pairs)
+        assert all(d["sentences"] == 30 for d in evaluation["directions"].values())
+        assert float(row["x_en"]) >= 0 and float(row["en_x"]) >= 0
+    assert "| model | layers | X->En | En->X | Avg |" in table
+    assert "deepnet: BLEU(d) =" in table and "DeepNet 1000L 500L-500L: 32.1" in table
+
+
+def test_iwslt14_chain(tmp_path):
+    recipe("iwslt14", "prepare", tmp_path, SRC="de", TGT="en")
+    recipe("iwslt14", "train", tmp_path, METHOD="pre_ln", LAYERS="1")
+    recipe("iwslt14", "evaluate", tmp_path, METHOD="pre_ln", LAYERS="1")
+    evaluation = json.load(open(tmp_path / "runs" / "pre_ln-1L-1L" / "eval" / "eval.json"))
+    assert list(evaluation["directions"]) == ["de-en"]
+    # the sweep finds the run trained and evaluated above, and only writes the results
+    sweep = recipe("iwslt14", "sweep", tmp_path, METHODS="pre_ln", DEPTHS="1")
+    assert "already finished" in sweep.stderr and "already evaluated" in sweep.stderr
+    rows, table = results(tmp_path)
+    assert rows["pre_ln-1L-1L"]["status"] == "ok"
+    assert "| method | 1L-1L |" in table and "| pre_ln |" in table
+
+
+def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
+    """SIGKILL of the quickstart once its first checkpoint exists: fairseq-train dies with it
+    (no orphan keeps training), and the next launch resumes from that checkpoint, finishes,
+    and leaves no temporary behind."""
+    out = tmp_path / "qs"
+    env = dict(os.environ, SIZE="smoke", DEEPNET_WORK=str(out), MAX_UPDATE="60")
+    script = os.path.join(REPO, "scripts", "quickstart.sh")
+    output = open(tmp_path / "first.log", "wb")
+    first = subprocess.Popen(["bash", script], env=env, stdout=output, stderr=output)
+    run_dir = out / "runs" / "deepnet-6L-6L"
+    last = run_dir / "checkpoints" / "checkpoint_last.pt"
+    deadline = time.time() + 300
+    while time.time() < deadline and not last.exists() and first.poll() is None:
+        time.sleep(0.5)
+    assert last.exists(), ("no checkpoint before the kill (exit status "
+                           f"{first.poll()}):\n{(tmp_path / 'first.log').read_text()[-3000:]}")
+    trainers = [pid for pid in _all_pids() if str(out) in _cmdline(pid) and pid != first.pid]
+    first.kill()
+    first.wait()
+    deadline = time.time() + 30
+    while time.time() < deadline and any(process_alive(pid) for pid in trainers):
+        time.sleep(0.2)
+    assert trainers and not any(process_alive(pid) for pid in trainers), "fairseq-train outlived it"
+    second = subprocess.run(["bash", script], env=env, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr[-2000:]
+    log = (run_dir / "train.log").read_text()
+    assert re.search(r"Loaded checkpoint \S+checkpoint_last\.pt \(epoch \d+ @ [1-9]\d* updates\)",
+                     log)
+    assert "update 60/60" in second.stderr
+    left = [str(p) for p in out.rglob("*") if p.name.startswith(".tmp-") or
+            p.name.endswith(".pt.tmp")]
+    assert not left, left
+
+
+def _all_pids():
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""

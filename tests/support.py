@@ -1,0 +1,213 @@
+"""What the tests share: the toy corpus, the tiny sizes, models built and fairseq's training run
+in this process, and the CLIs run as processes where the process boundary is what is tested.
+
+Every size here derives from the plugin's one tiny size (``methods.TINY_SIZE``, the ``_tiny``
+archs): the tests do not spell widths of their own."""
+
+import csv
+import io
+import logging
+import os
+import random
+import subprocess
+import sys
+from typing import List, Sequence
+
+import torch
+
+import deepnet_fairseq
+from deepnet_fairseq import methods
+from deepnet_fairseq.diagnostics.common import build_from_options
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+USER_DIR = deepnet_fairseq.USER_DIR
+PY = sys.executable
+
+
+def width_args(factor: float, stacks=("encoder", "decoder")) -> List[str]:
+    """fairseq-train options of the tiny size's widths times ``factor`` and its heads, for each
+    of ``stacks`` (depth not included)."""
+    size = methods.TINY_SIZE
+    widths = {name: int(size["encoder_" + name] * factor) for name in ("embed_dim", "ffn_embed_dim")}
+    widths["attention_heads"] = size["encoder_attention_heads"]
+    return [arg for side in stacks for name, value in widths.items()
+            for arg in (f"--{side}-{name.replace('_', '-')}", str(value))]
+
+
+# stacks of 50 to 100 layers at a quarter of the tiny width (16 / 32), where the cost of the
+# tiny width would add up over the layers
+NARROW = width_args(1 / 4)
+# four times the tiny width (256 / 512): enough weights per matrix for statistics of the init
+WIDE = width_args(4)
+
+# the one tiny training: a few updates of Adam, as the paper trains, on the toy corpus
+TRAIN_OPTIONS = [
+    "--cpu", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "inverse_sqrt",
+    "--warmup-updates", "10", "--max-tokens", "2000", "--criterion",
+    "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", "1",
+    "--log-format", "simple", "--log-interval", "1", "--no-epoch-checkpoints",
+    "--num-workers", "0",
+]
+
+
+def write_reverse_corpus(directory, sizes=(("train", 600), ("valid", 40), ("test", 40)), seed=0):
+    """Sentences of random words and their reversal: learnable in a few hundred updates."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(30)]
+    for split, count in sizes:
+        with open(os.path.join(directory, f"{split}.src"), "w") as src, open(
+            os.path.join(directory, f"{split}.tgt"), "w"
+        ) as tgt:
+            for _ in range(count):
+                sentence = [rng.choice(words) for _ in range(rng.randint(3, 9))]
+                src.write(" ".join(sentence) + "\n")
+                tgt.write(" ".join(reversed(sentence)) + "\n")
+
+
+def run(cmd, cwd=None, check=True, env=None):
+    """Run a CLI as a process, returning the CompletedProcess; on an unexpected status show its
+    output."""
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def build(data_dir, arch, *extra, seed=1):
+    """(model, task, cfg) built through fairseq's option parsing, arch hook and task, as
+    fairseq-train builds them."""
+    cfg, task, model, _ = build_from_options(
+        [str(data_dir), "--user-dir", USER_DIR, "--arch", arch, "--cpu", *map(str, extra)], seed)
+    return model, task, cfg
+
+
+def sample_batch(task, size=4, seed=0):
+    """A fixed batch of the toy training set (net_input dict and target)."""
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    generator = torch.Generator().manual_seed(seed)
+    indices = torch.randperm(len(dataset), generator=generator)[:size].tolist()
+    return dataset.collater([dataset[i] for i in indices])
+
+
+def train(data, save_dir, *extra, arch="deepnet_transformer_tiny", user_dir=USER_DIR) -> str:
+    """The tiny training (TRAIN_OPTIONS) of ``arch`` by fairseq-train's own main, in this
+    process; returns its log. A refused setting raises the plugin's error."""
+    return fairseq_train([str(data), "--user-dir", user_dir, "--arch", arch,
+                          "--save-dir", str(save_dir), *TRAIN_OPTIONS, *map(str, extra)])
+
+
+def fairseq_preprocess(*argv) -> None:
+    """``fairseq-preprocess ARGV`` in this process (fairseq's parser and main)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    preprocess.main(options.get_preprocessing_parser().parse_args(list(map(str, argv))))
+
+
+def fairseq_train(argv: Sequence[str]) -> str:
+    """``fairseq-train ARGV`` in this process: fairseq's parser and ``fairseq_cli.train.main``,
+    as its console script runs them on one CPU process; returns the log it wrote.
+
+    What a run would leave in the test process is undone or avoided, so that runs and the
+    tests after them do not see each other: fairseq keeps the best validation loss and the
+    early-stopping count on function attributes (cleared first); its loggers gain a file
+    handler per ``--log-file`` and per progress bar (removed after); its batch loader runs a
+    thread per epoch iterator that outlives the run (not started: ``--data-buffer-size 0``
+    unless given, the same batches without the prefetching thread), and a process holding
+    stray threads is not one that later tests may safely fork."""
+    from fairseq import checkpoint_utils, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.distributed import utils as distributed_utils
+    from fairseq_cli import train as fairseq_cli_train
+
+    for holder in (checkpoint_utils.save_checkpoint, fairseq_cli_train.should_stop_early):
+        for attribute in ("best", "num_runs"):
+            if hasattr(holder, attribute):
+                delattr(holder, attribute)
+    argv = list(map(str, argv))
+    if "--data-buffer-size" not in argv:
+        argv += ["--data-buffer-size", "0"]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s"))
+    root = logging.getLogger()
+    saved_root = root.handlers[:], root.level
+    saved = {name: list(logger.handlers) for name, logger in logging.Logger.manager.loggerDict.items()
+             if isinstance(logger, logging.Logger)}
+    root.handlers, root.level = [handler], logging.INFO
+    try:
+        distributed_utils.call_main(cfg, fairseq_cli_train.main)
+    except BaseException:
+        sys.stderr.write(log.getvalue()[-4000:])  # pytest shows it with the failure
+        raise
+    finally:
+        root.handlers, root.level = saved_root
+        for name, logger in logging.Logger.manager.loggerDict.items():
+            if isinstance(logger, logging.Logger):
+                for added in set(logger.handlers) - set(saved.get(name, [])):
+                    logger.removeHandler(added)
+                    added.close()
+    return log.getvalue()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+# Max |difference| allowed between the fp32 decoder outputs (logits, about +-8 on the toy
+# data) of a DeepNet and its export. The fold's one approximation is LayerNorm's epsilon,
+# eps / alpha^2 in the DeepNet (export.py); the exported LayerNorms are given eps / alpha^2, so
+# what is left is float32 rounding (measured in docs/deploying.md).
+EXPORT_TOLERANCE = 1e-3
+
+
+def save_checkpoint(model, cfg, path, num_updates=7):
+    """A checkpoint of ``model`` as fairseq-train writes it (its options, Adam's state, the
+    update counter); returns the path as text."""
+    from omegaconf import OmegaConf
+
+    torch.save({
+        "args": None, "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "model": model.state_dict(), "criterion": {},
+        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion",
+                               "optimizer_name": "FairseqAdam", "lr_scheduler_state": {},
+                               "num_updates": num_updates}],
+        "last_optimizer_state": {"state": {0: {"exp_avg": torch.ones(10)}}},
+        "task_state": {}, "extra_state": {"train_iterator": {"epoch": 1}},
+    }, path)
+    return str(path)
+
+
+def load_model(path):
+    """The model of checkpoint ``path``, loaded by fairseq."""
+    from fairseq import checkpoint_utils
+
+    [model], _, _ = checkpoint_utils.load_model_ensemble_and_task([str(path)])
+    return model
+
+
+def decoder_outputs(model, batch):
+    """The decoder's output (logits) of ``batch`` in eval mode, without gradients."""
+    model.eval()
+    with torch.no_grad():
+        return model(**batch["net_input"])[0]
+
+
+def assert_png(path):
+    """``path`` is a PNG image (its magic bytes)."""
+    with open(path, "rb") as f:
+        assert f.read(4) == b"\x89PNG", f"{path} is not a PNG"
+
+
+def read_csv(path):
+    """The rows of a CSV file with a header, as dicts."""
+    with open(path) as f:
+        return list(csv.DictReader(f))

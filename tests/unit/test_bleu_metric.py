@@ -1,0 +1,159 @@
+"""The paper's metric, exactly (docs/evaluation.md): tokenized BLEU processes hypotheses and
+references the same way, sacreBLEU takes the raw references, cleaning keeps format
+characters. Hand-made cases; every expected value is written out by hand."""
+
+import math
+
+import pytest
+
+from deepnet_fairseq.recipes import clean, score
+
+
+ZWNJ = "\u200c"
+# Persian "I want": mi + ZWNJ + khaham (the ZWNJ keeps the prefix joined-looking, unconnected)
+MIKHAHAM = "\u0645\u06cc" + ZWNJ + "\u062e\u0648\u0627\u0647\u0645"
+
+
+def generate_output(path, hypotheses):
+    path.write_text("".join(f"S-{i}\tsource {i}\nH-{i}\t-0.5\t{h}\nD-{i}\t-0.5\t{h}\n"
+                            for i, h in enumerate(hypotheses)), encoding="utf-8")
+    return str(path)
+
+
+def references(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return str(path)
+
+
+# ---- cleaning -------------------------------------------------------------------------------
+
+def test_a_zwnj_word_survives_cleaning_unchanged():
+    assert clean.normaliser("fa")(MIKHAHAM + "\n") == MIKHAHAM
+    assert clean.normaliser("fa")("من " + MIKHAHAM + " .") == "من " + MIKHAHAM + " ."
+
+
+# "I want to go home", "I want bread", "you want water": each word several times, so that a
+# small vocabulary holds pieces of them
+PERSIAN = ["\u0645\u0646 {} \u0628\u0647 \u062e\u0627\u0646\u0647 \u0628\u0631\u0648\u0645 .",
+           "\u0645\u0646 {} \u0646\u0627\u0646 .", "\u062a\u0648 {} \u0622\u0628 ."]
+
+
+@pytest.mark.parametrize("rule, kept", [("nfkc", True), ("nmt_nfkc", False)])
+def test_a_zwnj_survives_sentencepiece_with_the_recipes_normalisation(tmp_path, rule, kept):
+    # the recipes' rule (spm.NORMALIZATION, nfkc) keeps the ZWNJ in the pieces, so decoding
+    # gives the word back; sentencepiece's default, nmt_nfkc, turns it into a word boundary
+    from deepnet_fairseq import spm
+    import sentencepiece
+
+    corpus = tmp_path / "train.fa"
+    corpus.write_text("".join(line.format(MIKHAHAM) + "\n" for line in PERSIAN) * 50,
+                      encoding="utf-8")
+    # the vocabulary: the most this text supports (and as many as its characters need)
+    spm.train([str(corpus)], str(tmp_path / "spm"), 19, normalization=rule)
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "spm.model"))
+    sentence = PERSIAN[0].format(MIKHAHAM)
+    pieces = processor.encode(sentence, out_type=str)
+    if rule == "nfkc":  # the recipes' default
+        assert spm.NORMALIZATION == rule
+        spm.train([str(corpus)], str(tmp_path / "default"), 19)
+        default = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "default.model"))
+        assert default.encode(sentence, out_type=str) == pieces
+    decoded = processor.decode(pieces)
+    assert (ZWNJ in "".join(pieces)) is kept
+    assert (decoded == sentence) is kept
+    if not kept:
+        assert decoded == PERSIAN[0].format(MIKHAHAM.replace(ZWNJ, " "))
+
+
+@pytest.mark.parametrize("raw, cleaned", [
+    ("a\u200db", "a\u200db"),          # ZWJ (Cf): kept
+    ("\u200fabc", "\u200fabc"),        # right-to-left mark (Cf): kept
+    ("\ue000x", "\ue000x"),            # private use (Co): kept
+    ("\U000e0080x", "\U000e0080x"),    # unassigned (Cn): kept
+    ("a\x07b\x1bc\x00d", "abcd"),      # BEL, ESC, NUL (Cc): removed
+    ("a\u0085b", "ab"),                # NEL, a C1 control (Cc): removed
+    ("a\tb\r\n", "a b"),               # tab: a space, as all whitespace; CR LF: removed
+    ("\ufeffDer Hund", "Der Hund"),    # byte order mark (Cf, but never text): removed
+])
+def test_which_characters_cleaning_keeps(raw, cleaned):
+    assert clean.normaliser("de")(raw) == cleaned
+
+
+# ---- tokenized BLEU: both sides processed alike ---------------------------------------------
+
+def test_german_quotes_are_normalised_on_both_sides():
+    # „…“ and »…« in a reference, "…" in a hypothesis (what a model trained on normalised text
+    # writes): the same tokens once both sides are processed
+    expected = 'Er sagte : " Hallo " .'
+    assert score.tokenize(['Er sagte: „Hallo“.'], "de", False) == [expected]
+    assert score.tokenize(['Er sagte: »Hallo«.'], "de", False) == [expected]
+    assert score.tokenize(['Er sagte: "Hallo".'], "de", False) == [expected]
+
+
+def test_quote_style_alone_costs_no_tokenized_bleu_but_costs_sacrebleu(tmp_path):
+    gen = generate_output(tmp_path / "gen.txt", ['Er sagte: "Hallo".'])
+    ref = references(tmp_path / "ref.de", ['Er sagte: „Hallo“.'])
+    result = score.score_direction(gen, ref, "de", tokenized=True, compound_split=True)
+    assert result["tok_bleu"] == 100.0
+    assert result["tok_bleu_kind"] == "normalised, moses-tokenized, compound-split"
+    # sacreBLEU compares with the raw reference: its tokeniser leaves „Hallo“ one token
+    assert result["sacrebleu"] < 50
+
+
+def test_a_compound_is_split_on_both_sides():
+    assert score.tokenize(["Die Fußball-Weltmeisterschaft beginnt."], "de", True) == [
+        "Die Fußball ##AT##-##AT## Weltmeisterschaft beginnt ."]
+    assert score.tokenize(["Die Fußball-Weltmeisterschaft beginnt."], "de", False) == [
+        "Die Fußball-Weltmeisterschaft beginnt ."]
+
+
+def test_tokenized_bleu_of_two_sentences_by_hand(tmp_path):
+    gen = generate_output(tmp_path / "gen.txt", ["Die Fußball-Weltmeisterschaft beginnt heute.",
+                                                 'Er sagte: "Wir verlieren."'])
+    ref = references(tmp_path / "ref.de", ["Die Fußball-Weltmeisterschaft beginnt.",
+                                           "Er sagte: „Wir gewinnen.“"])
+    # processed (normalised, tokenised, compounds split):
+    #   hyp 1  Die Fußball ##AT##-##AT## Weltmeisterschaft beginnt heute .   (7 tokens)
+    #   ref 1  Die Fußball ##AT##-##AT## Weltmeisterschaft beginnt .         (6)
+    #   hyp 2  Er sagte : " Wir verlieren . "                                (8)
+    #   ref 2  Er sagte : " Wir gewinnen . "                                 (8)
+    # matched / hypothesis n-grams, sentence 1 + sentence 2:
+    #   1-grams 6/7 + 7/8   2-grams 4/6 + 5/7   3-grams 3/5 + 3/6   4-grams 2/4 + 2/5
+    # hypothesis 15 tokens >= reference 14: no brevity penalty
+    precisions = [13 / 15, 9 / 13, 6 / 11, 4 / 9]
+    by_hand = 100 * math.exp(sum(math.log(p) for p in precisions) / 4)
+    assert round(by_hand, 2) == 61.76
+    result = score.score_direction(gen, ref, "de", tokenized=True, compound_split=True)
+    assert result["tok_bleu"] == pytest.approx(by_hand, abs=0.005)
+
+
+def test_tokenized_bleu_agrees_with_sacrebleu_on_hand_tokenised_text(tmp_path):
+    import sacrebleu
+
+    gen = generate_output(tmp_path / "gen.txt", ["Die Fußball-Weltmeisterschaft beginnt heute.",
+                                                 'Er sagte: "Wir verlieren."'])
+    ref = references(tmp_path / "ref.de", ["Die Fußball-Weltmeisterschaft beginnt.",
+                                           "Er sagte: „Wir gewinnen.“"])
+    hand_hyp = ["Die Fußball ##AT##-##AT## Weltmeisterschaft beginnt heute .",
+                'Er sagte : " Wir verlieren . "']
+    hand_ref = ["Die Fußball ##AT##-##AT## Weltmeisterschaft beginnt .",
+                'Er sagte : " Wir gewinnen . "']
+    independent = sacrebleu.corpus_bleu(hand_hyp, [hand_ref], tokenize="none", force=True)
+    result = score.score_direction(gen, ref, "de", tokenized=True, compound_split=True)
+    assert result["tok_bleu"] == round(independent.score, 2)
+
+
+def test_sacrebleu_keeps_a_zwnj_inside_its_word(tmp_path):
+    # "I want to go home .": sacreBLEU's 13a tokeniser splits ASCII punctuation only, so the
+    # ZWNJ word is one token; a hypothesis with a space in its place has two other tokens
+    sentence = "\u0645\u0646 {} \u0628\u0647 \u062e\u0627\u0646\u0647 \u0628\u0631\u0648\u0645 ."
+    ref = references(tmp_path / "ref.fa", [sentence.format(MIKHAHAM)])
+    same = score.score_direction(generate_output(tmp_path / "a.txt", [sentence.format(MIKHAHAM)]),
+                                 ref, "fa", tokenized=False, compound_split=False)
+    assert same["sacrebleu"] == 100.0
+    spaced = sentence.format(MIKHAHAM.replace(ZWNJ, " "))
+    lost = score.score_direction(generate_output(tmp_path / "b.txt", [spaced]), ref, "fa",
+                                 tokenized=False, compound_split=False)
+    # 7 hypothesis tokens against 6: n-grams matched 5/7, 3/6, 2/5, 1/4; no brevity penalty
+    by_hand = 100 * (5 / 7 * 3 / 6 * 2 / 5 * 1 / 4) ** 0.25
+    assert lost["sacrebleu"] == round(by_hand, 2) == 43.47

@@ -1,0 +1,240 @@
+"""Hostile and careless inputs to the recipe runtime and the quickstart, one row each: the input,
+the message expected, and what must be unchanged (or not created) on disk. The checkpoint and
+corpus cases are in test_hostile_checkpoints.py and test_hostile_data.py."""
+
+import json
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from typing import Dict
+
+import pytest
+
+from deepnet_fairseq.recipes import __main__ as recipes_cli, quickstart, runner, workdir
+from deepnet_fairseq.recipes.settings import SettingError, resolve
+from support import REPO
+
+
+BASE = {"DEVICE": "cpu", "SIZE": "smoke"}
+
+
+@dataclass
+class Row:
+    name: str
+    env: Dict[str, str]
+    message: str
+    extra: Dict[str, str] = field(default_factory=dict)
+
+
+# Settings refused by resolve(), before any directory exists.
+SETTING_ROWS = [
+    Row("absolute RUN_NAME", {"RUN_NAME": "/tmp/victim"}, "plain directory name"),
+    Row("RUN_NAME with ..", {"RUN_NAME": "../../victim"}, "plain directory name"),
+    Row("RUN_NAME hidden", {"RUN_NAME": ".."}, "plain directory name"),
+    Row("negative LR", {"LR": "-0.001"}, "LR=-0.001 (from environment LR): must be > 0"),
+    Row("zero LR", {"LR": "0"}, "must be > 0"),
+    Row("betas out of range", {"ADAM_BETAS": "(2, -1)"}, "both betas must lie in [0, 1)"),
+    Row("training that never ends", {"MAX_UPDATE": "0", "MAX_EPOCH": "0"}, "would never end"),
+    Row("lower-case name", {"layers": "2"}, "layers=2: setting names are upper case; did you "
+                                             "mean LAYERS?"),
+    Row("lower-case prefixed name", {"deepnet_lr": "1"}, "did you mean DEEPNET_LR?"),
+    Row("unknown device", {"DEVICE": "tpu"}, "expected one of auto, cuda, cpu"),
+    Row("zero layers", {"LAYERS": "0"}, "LAYERS=0 (from environment LAYERS): must be >= 1"),
+    Row("zero decoder layers", {"DEC_LAYERS": "0"}, "DEC_LAYERS=0"),
+    Row("source equals target", {"SRC": "en", "TGT": "en"}, "copy task"),
+    Row("dropout of 1", {"DROPOUT": "1"}, "DROPOUT=1"),
+    Row("width not a multiple of heads", {"EMBED_DIM": "65"}, "multiple of HEADS"),
+    Row("unknown encoding", {"ENCODING": "klingon"}, "not an encoding Python knows"),
+    Row("zero checkpoints averaged", {"AVERAGE_LAST": "0"}, "AVERAGE_LAST=0"),
+    Row("port out of range", {"MASTER_PORT": "70000"}, "at most 65535"),
+]
+
+
+@pytest.mark.parametrize("row", SETTING_ROWS, ids=lambda row: row.name)
+def test_bad_settings_are_refused_before_anything_is_written(row, tmp_path):
+    env = {**BASE, "DEEPNET_WORK": str(tmp_path / "work"), **row.env}
+    with pytest.raises(SettingError) as err:
+        resolve("wmt17", env, REPO)
+    assert row.message in str(err.value)
+    assert not (tmp_path / "work").exists()
+
+
+def prepared_work(tmp_path):
+    """A work directory whose data step is marked done (training itself is not reached)."""
+    work = tmp_path / "work"
+    workdir.make_dirs(str(work / "data" / "bin"))
+    (work / "data" / "bin" / ".done").touch()
+    return work
+
+
+def train(monkeypatch, capsys, env):
+    for name, value in {**BASE, **env}.items():
+        monkeypatch.setenv(name, value)
+    code = recipes_cli.main(["wmt17", "train"])
+    return code, capsys.readouterr().err
+
+
+def test_a_run_directory_the_recipes_did_not_create_is_left_alone(tmp_path, monkeypatch, capsys):
+    work = prepared_work(tmp_path)
+    mine = work / "runs" / "deepnet-1L-1L"
+    mine.mkdir(parents=True)
+    for name in ("config.json", "command.sh"):
+        (mine / name).write_text("the user's own\n")
+    (mine / "results").mkdir()
+    before = sorted(os.listdir(mine))
+    code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    assert code == 2 and f"{mine} exists and the recipes did not create it" in err
+    assert sorted(os.listdir(mine)) == before
+    assert (mine / "config.json").read_text() == "the user's own\n"
+
+
+def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypatch, capsys):
+    work = prepared_work(tmp_path)
+    run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
+    with workdir.RunLock(run_dir):
+        code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    assert code == 2 and f"is in use by pid {os.getpid()}" in err
+    assert "one trainer per run directory" in err
+    assert not os.path.exists(os.path.join(run_dir, "status.json"))
+
+
+def test_an_unwritable_work_directory_ends_in_one_line(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory\n")
+    work = blocker / "work"
+    code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    # the data check comes first and names the missing data; a write below a file fails so:
+    assert code in (1, 2) and "Traceback" not in err
+    with pytest.raises(OSError) as raised:
+        workdir.make_dirs(str(work / "runs"))
+    line = workdir.describe_os_error(raised.value)
+    assert str(work) in line and "Not a directory" in line and "\n" not in line
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 64 kB tmpfs (root can mount one, as on the project's machines and CI)."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root): the full-disk case is not checked")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_leaves_the_status_failed_not_running(tiny_disk):
+    run_dir = workdir.make_dirs(str(tiny_disk / "run"))
+    status = os.path.join(run_dir, "status.json")
+    with open(status, "w") as handle:
+        json.dump({"status": "running", "reason": "attempt 1 started"}, handle)
+    filler = os.open(os.path.join(tiny_disk, "filler"), os.O_WRONLY | os.O_CREAT)
+    with pytest.raises(OSError):  # fill the disk
+        while True:
+            os.write(filler, b"\0" * 4096)
+    os.close(filler)
+    error = OSError(28, "No space left on device", os.path.join(run_dir, "train.log"))
+    runner._mark_failed(run_dir, workdir.describe_os_error(error))
+    with open(status) as handle:
+        written = json.load(handle)
+    assert written["status"] == "failed"
+    assert "No space left on device; free some space" in written["reason"]
+    assert not [name for name in os.listdir(run_dir) if name.startswith(".tmp-")]
+
+
+def test_stale_temporaries_of_a_killed_attempt_are_found(tmp_path):
+    run_dir = workdir.make_dirs(str(tmp_path / "run"))
+    os.makedirs(os.path.join(run_dir, "checkpoints"))
+    stale = [os.path.join(run_dir, ".tmp-abc123"),
+             os.path.join(run_dir, "checkpoints", "checkpoint_1_20.pt.tmp")]
+    kept = [os.path.join(run_dir, "notes.txt"),
+            os.path.join(run_dir, "checkpoints", "checkpoint_1_10.pt")]
+    for path in stale + kept:
+        open(path, "w").close()
+    assert runner._stale_temporaries(run_dir) == sorted(stale)
+
+
+# The quickstart's settings, checked before anything runs: its own two, then the recipes'.
+QUICKSTART_ROWS = [
+    Row("misspelled name", {"MAX_UPDATES": "5"}, "did you mean MAX_UPDATE?"),
+    Row("lower-case name", {"size": "smoke"}, "size=smoke: setting names are upper case"),
+    Row("unknown device", {"DEVICE": "tpu"}, "DEVICE=tpu: the quickstart runs on cpu or cuda"),
+    Row("unknown size", {"SIZE": "mini"}, "the quickstart's sizes are quickstart and smoke"),
+    Row("zero updates", {"MAX_UPDATE": "0"}, "MAX_UPDATE and MAX_EPOCH are both 0"),
+    Row("local text without a directory", {"SOURCE": "local"}, "SOURCE=local needs LOCAL_DIR"),
+]
+
+
+@pytest.mark.parametrize("row", QUICKSTART_ROWS, ids=lambda row: row.name)
+def test_quickstart_settings_are_checked(row, tmp_path, capsys, monkeypatch):
+    for name in ("SIZE", "DEVICE", "SOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**row.env, "DEEPNET_WORK": str(tmp_path / "work")}.items():
+        monkeypatch.setenv(name, value)
+    assert quickstart.main([]) == 2
+    assert row.message in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "work" / "runs")  # nothing trained
+
+
+def test_quickstart_leaves_a_directory_it_did_not_create_alone(tmp_path, capsys, monkeypatch):
+    """DEEPNET_WORK may be any directory; the data directory in it must be the recipes'."""
+    mine = tmp_path / "mine"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "config.json").write_text("x")
+    monkeypatch.setenv("SIZE", "smoke")
+    monkeypatch.setenv("DEEPNET_WORK", str(mine))
+    handler_before = signal.getsignal(signal.SIGTERM)
+    assert quickstart.main([]) == 2
+    assert f"{mine / 'data'} exists and the recipes did not create it" in capsys.readouterr().err
+    assert os.listdir(mine) == ["data"] and os.listdir(mine / "data") == ["config.json"]
+    assert (mine / "data" / "config.json").read_text() == "x"
+    assert signal.getsignal(signal.SIGTERM) == handler_before  # the caller's handler is back
+
+
+def test_training_progress_line_has_update_validation_and_eta():
+    from deepnet_fairseq.recipes.runlog import Progress
+
+    progress = Progress(total=1000)
+    progress.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    progress.first = (25, progress.first[1] - 10.0)  # 10 s ago
+    progress.feed("| train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
+    progress.feed("| valid | epoch 001 | valid on 'valid' subset | loss 7.25 | nll_loss 7.0 | "
+                  "num_updates 50")
+    line = progress.line()
+    assert line.startswith("update 50/1000 (5%)")
+    assert "validation loss 7.25 bits at update 50" in line
+    # 25 updates in about 10 s: 950 left take about 380 s
+    eta = int(line.split("ETA ")[1].split(" min")[0])
+    assert 5 <= eta <= 7
+    epochs = Progress(total=0)  # an epoch limit decides: no fraction, no ETA
+    epochs.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    assert epochs.line().startswith("update 25, no validation yet") and "ETA" not in epochs.line()
+
+
+@pytest.mark.parametrize("directory", ["eval", "eval.tmp"])
+def test_evaluation_leaves_an_eval_directory_it_did_not_create_alone(tmp_path, capsys, directory):
+    from deepnet_fairseq.recipes import evaluate
+
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    (run_dir / directory).mkdir()
+    (run_dir / directory / "mine.txt").write_text("x")
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(["--run-dir", str(run_dir), "--average-last", "2", "--directions", "en-de",
+                       "--references", str(tmp_path), "--", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert f"{run_dir / directory} exists and the recipes did not create it" in \
+        capsys.readouterr().err
+    assert (run_dir / directory / "mine.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize("count", ["0", "-2"])
+def test_evaluation_averages_at_least_one_checkpoint(tmp_path, capsys, count):
+    from deepnet_fairseq.recipes import evaluate
+
+    with pytest.raises(SystemExit):
+        evaluate.main(["--run-dir", str(tmp_path), "--average-last", count, "--directions",
+                       "en-de", "--references", str(tmp_path), "--", str(tmp_path)])
+    assert "--average-last" in capsys.readouterr().err

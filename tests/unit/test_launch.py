@@ -1,0 +1,470 @@
+"""The recipes' launch logic (deepnet_fairseq/recipes/{settings,devices,launch,workdir,runner}.py):
+pure functions given an environment dict, so every layout is checked on a CPU machine with no
+scheduler. No training and no child process here (live logs and signals:
+integration/test_signals.py)."""
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from deepnet_fairseq import processes
+from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings, workdir
+from deepnet_fairseq.recipes.devices import count_gpus
+from deepnet_fairseq.recipes.settings import SettingError
+from support import REPO
+
+
+def no_probe():
+    raise AssertionError("GPUs probed although the environment says how many there are")
+
+
+def plan(env, dataset="wmt17", probe=no_probe, repo=REPO):
+    """(settings, layout, command) as train.sh --dry-run computes them, for ENV."""
+    cfg = settings.resolve(dataset, env, repo, probe)
+    layout = launch.plan_layout(cfg, env, probe)
+    command = launch.train_command(cfg, layout, launch.method_args(cfg),
+                                   launch.task_args(cfg, dry_run=True), python="PY")
+    return cfg, layout, command
+
+
+def option(command, name):
+    return command[command.index(name) + 1]
+
+
+GPUS8 = {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+
+
+# ---- counting devices -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("env, count", [
+    ({"CUDA_VISIBLE_DEVICES": "2,3"}, 2),
+    ({"CUDA_VISIBLE_DEVICES": ""}, 0),
+    ({"CUDA_VISIBLE_DEVICES": "-1"}, 0),
+    ({"CUDA_VISIBLE_DEVICES": "0,1,-1,2"}, 2),       # a negative entry ends the list
+    ({"CUDA_VISIBLE_DEVICES": "0,0"}, 0),            # a repeated device: CUDA sees none
+    ({"CUDA_VISIBLE_DEVICES": "1gpu,2"}, 2),         # leading numbers, as CUDA reads them
+    ({"CUDA_VISIBLE_DEVICES": "GPU-8a1b,GPU-77cd"}, 2),
+    ({"CUDA_VISIBLE_DEVICES": "MIG-4f1a"}, 1),
+    ({"CUDA_VISIBLE_DEVICES": "GPU-8a1b,3"}, 1),     # a UUID list ends at an ordinal
+    ({"SLURM_STEP_GPUS": "0,1,2,3", "SLURM_GPUS_ON_NODE": "8"}, 4),
+    ({"SLURM_GPUS_ON_NODE": "8"}, 8),
+    ({"SLURM_JOB_GPUS": "4,5,6"}, 3),
+    ({"CUDA_VISIBLE_DEVICES": "0", "SLURM_GPUS_ON_NODE": "8"}, 1),  # CUDA's view wins
+])
+def test_count_gpus_as_cuda_and_slurm_say(env, count):
+    assert count_gpus(env, no_probe)[0] == count
+
+
+def test_count_gpus_probes_only_when_nothing_says():
+    assert count_gpus({}, lambda: 3) == (3, "torch.cuda.device_count()")
+
+
+# ---- layouts --------------------------------------------------------------------------------
+
+def test_one_gpu():
+    cfg, layout, cmd = plan({"CUDA_VISIBLE_DEVICES": "0"})
+    assert (layout.device, layout.world, layout.launcher) == ("cuda", 1, "none")
+    assert cmd[0] == "fairseq-train" and option(cmd, "--distributed-world-size") == "1"
+    # the paper's 128 x 4,096 tokens on one GPU: update-freq 128
+    assert option(cmd, "--update-freq") == "128" and layout.tokens_per_update == 524288
+
+
+def test_train_args_come_last_and_win():
+    """TRAIN_ARGS: more fairseq-train options, after the recipe's own (fairseq's parser keeps
+    the last value of an option given twice)."""
+    _, _, cmd = plan({"CUDA_VISIBLE_DEVICES": "0",
+                      "TRAIN_ARGS": "--no-save-optimizer-state --log-interval 7"})
+    assert cmd[-3:] == ["--no-save-optimizer-state", "--log-interval", "7"]
+    from fairseq import options
+
+    parsed = options.parse_args_and_arch(options.get_training_parser(), cmd[1:])
+    assert parsed.log_interval == 7 and parsed.no_save_optimizer_state
+
+
+def test_eight_gpus_found_by_the_probe():
+    cfg, layout, cmd = plan({}, probe=lambda: 8)
+    assert "DEVICE" in cfg and cfg["DEVICE"] == "cuda"
+    assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "8", "-m",
+                       "fairseq_cli.train"]
+    assert option(cmd, "--update-freq") == "16" and option(cmd, "--distributed-world-size") == "8"
+
+
+def test_cuda_visible_devices_2_3():
+    _, layout, cmd = plan({"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert layout.nproc == 2 and layout.gpus_from == "CUDA_VISIBLE_DEVICES=2,3"
+    assert option(cmd, "--nproc_per_node") == "2" and option(cmd, "--update-freq") == "64"
+
+
+def test_four_nodes_of_eight_gpus_under_slurm():
+    env = {"SLURM_JOB_ID": "4242", "SLURM_NNODES": "4", "SLURM_GPUS_ON_NODE": "8"}
+    cfg, layout, cmd = plan(env)
+    assert cfg["NNODES"] == "4" and cfg.sources["NNODES"].startswith("derived: SLURM_NNODES")
+    assert (layout.launcher, layout.world, layout.update_freq) == ("srun", 32, 4)
+    assert cmd[:6] == ["srun", "--nodes", "4", "--ntasks-per-node", "8", "fairseq-train"]
+    assert option(cmd, "--distributed-world-size") == "32"
+    assert cmd[-2:] == ["--distributed-port", "29500"] and layout.is_rank0
+
+
+def test_two_nodes_by_torchrun():
+    env = {**GPUS8, "NNODES": "2", "NODE_RANK": "1", "MASTER_ADDR": "node0"}
+    _, layout, cmd = plan(env)
+    assert cmd[:12] == ["torchrun", "--nnodes", "2", "--node_rank", "1", "--master_addr", "node0",
+                        "--master_port", "29500", "--nproc_per_node", "8", "-m"]
+    assert option(cmd, "--distributed-world-size") == "16" and option(cmd, "--update-freq") == "8"
+    assert not layout.is_rank0 and layout.node_suffix == ".node1"
+    _, layout, _ = plan({**env, "NODE_RANK": "0"})
+    assert layout.is_rank0 and layout.node_suffix == ""
+
+
+def test_two_nodes_without_node_rank_or_master_is_an_error_never_rank_0():
+    with pytest.raises(SettingError, match="set NODE_RANK on every node.*never assumed to be rank"):
+        plan({**GPUS8, "NNODES": "2", "MASTER_ADDR": "node0"})
+    with pytest.raises(SettingError, match="set NODE_RANK and MASTER_ADDR"):
+        plan({**GPUS8, "NNODES": "2"})
+    with pytest.raises(SettingError, match="NODE_RANK=2 must be below NNODES=2"):
+        plan({**GPUS8, "NNODES": "2", "NODE_RANK": "2", "MASTER_ADDR": "node0"})
+
+
+def test_several_cpu_processes():
+    env = {"DEVICE": "cpu", "SIZE": "smoke", "NPROC": "3"}
+    cfg, layout, cmd = plan(env)
+    assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "3", "-m",
+                       "deepnet_fairseq.fairseq_train_compat"]
+    assert "--cpu" in cmd and option(cmd, "--distributed-backend") == "gloo"
+    assert option(cmd, "--ddp-backend") == "legacy_ddp"
+    assert option(cmd, "--distributed-world-size") == "3"
+    assert "--fp16" not in cmd and "--bf16" not in cmd  # fp32 on CPU by default
+    assert layout.tokens_per_update >= cfg.int("TOKENS_PER_UPDATE")
+
+
+def test_one_cpu_process_is_plain_fairseq_train():
+    _, layout, cmd = plan({"DEVICE": "cpu", "SIZE": "smoke"})
+    assert layout.launcher == "none" and cmd[0] == "fairseq-train"
+    assert "--distributed-backend" not in cmd and option(cmd, "--distributed-world-size") == "1"
+
+
+def test_precision_choices():
+    _, _, fp16 = plan({"CUDA_VISIBLE_DEVICES": "0"})  # fp16 is the CUDA default
+    assert fp16[fp16.index("--fp16"):fp16.index("--fp16") + 7] == [
+        "--fp16", "--fp16-init-scale", "128", "--fp16-scale-window", "256",
+        "--min-loss-scale", "0.0001"]
+    _, layout, bf16 = plan({"CUDA_VISIBLE_DEVICES": "0", "PRECISION": "bf16"})
+    # fairseq 0.12's CLI turns --bf16 into --tpu: the compat module undoes that
+    assert bf16[:3] == ["PY", "-m", "deepnet_fairseq.fairseq_train_compat"]
+    assert "--bf16" in bf16 and "--fp16" not in bf16
+    _, _, fp32 = plan({"CUDA_VISIBLE_DEVICES": "0", "PRECISION": "fp32"})
+    assert "--fp16" not in fp32 and "--bf16" not in fp32 and fp32[0] == "fairseq-train"
+    # fp16 on CPU: fairseq's own fp16 path with its CUDA-only calls lifted (the compat module)
+    _, _, cpu16 = plan({"DEVICE": "cpu", "PRECISION": "fp16"})
+    assert cpu16[:3] == ["PY", "-m", "deepnet_fairseq.fairseq_train_compat"]
+    assert "--fp16" in cpu16 and "--cpu" in cpu16
+
+
+@pytest.mark.parametrize("env, on", [
+    ({"LAYERS": "100"}, True),                          # N + M = 200 >= the threshold
+    ({"LAYERS": "99"}, False),
+    ({"ENC_LAYERS": "150", "DEC_LAYERS": "50"}, True),
+    ({"LAYERS": "6", "CHECKPOINT_ACTIVATIONS": "1"}, True),
+    ({"LAYERS": "100", "CHECKPOINT_ACTIVATIONS": "0"}, False),
+    ({"LAYERS": "20", "CHECKPOINT_ACTIVATIONS_FROM": "40"}, True),
+])
+def test_activation_checkpointing_from_the_depth_threshold(env, on):
+    _, layout, cmd = plan({"CUDA_VISIBLE_DEVICES": "0", **env})
+    assert layout.checkpoint_activations is on and ("--checkpoint-activations" in cmd) is on
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"CUDA_VISIBLE_DEVICES": "0,1", "LAUNCHER": "none"}, "LAUNCHER=none starts one process"),
+    ({"CUDA_VISIBLE_DEVICES": "0", "LAUNCHER": "srun"}, "inside a SLURM allocation"),
+    ({"CUDA_VISIBLE_DEVICES": "0,1", "NPROC": "4"}, "only 2 GPU"),
+    ({"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": ""}, "DEVICE=cuda but no GPU is visible"),
+    ({"DEVICE": "cpu", "NPROC": "two"}, "NPROC='two'"),
+])
+def test_impossible_layouts_are_clear_errors(env, message):
+    with pytest.raises(SettingError, match=message):
+        plan(env)
+
+
+# ---- settings -------------------------------------------------------------------------------
+
+def test_environment_over_presets_and_prefix_over_bare_name():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu"}, REPO)
+    assert (cfg["LR"], cfg.sources["LR"]) == ("1.5e-3", "dataset wmt17 [admin-torch]")
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "LR": "1e-3"}, REPO)
+    assert (cfg["LR"], cfg.sources["LR"]) == ("1e-3", "environment LR")
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "LR": "1e-3", "DEEPNET_LR": "2e-3"}, REPO)
+    assert (cfg["LR"], cfg.sources["LR"]) == ("2e-3", "environment DEEPNET_LR")
+    # the size comes before the dataset
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
+    assert cfg["LR"] == "0.002" and cfg.sources["LR"] == "size smoke [chosen]"
+
+
+def test_work_is_read_only_with_its_prefix():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "WORK": "/scratch/someone"}, REPO)
+    assert cfg["WORK"] == os.path.join(REPO, "runs", "wmt17")
+    assert any("WORK is set in the environment but not read" in note for note in cfg.notes)
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": "/w"}, REPO)
+    assert cfg["WORK"] == "/w"
+    assert launch.paths(cfg)["RUN_DIR"] == "/w/runs/deepnet-6L-6L"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"LAYER": "18"}, r"LAYER=18 is not a recipe setting \(did you mean LAYERS\?\)"),
+    ({"METHDO": "post_ln"}, "did you mean METHOD"),
+    ({"DEEPNET_LAYRS": "2"}, r"DEEPNET_LAYRS is not a recipe setting \(did you mean LAYERS\?\)"),
+    ({"DEEPNET_SOMETHING": "1"}, "DEEPNET_SOMETHING is not a recipe setting"),
+    ({"LR": "fast"}, "LR='fast'.*expected a number"),
+    ({"LAYERS": "-1"}, "expected a whole number"),
+    ({"DEVICE": "gpu"}, "expected one of auto, cuda, cpu"),
+    ({"ADAM_BETAS": "0.9,0.98"}, r"as \(0.9, 0.98\)"),
+    ({"MODEL": "huge"}, "MODEL=huge: one of base, iwslt, tiny"),
+    ({"SIZE": "tiny"}, "SIZE=tiny: one of mini, smoke, quickstart, quickstart-cuda or full"),
+    ({"SIZE": "../smoke"}, "SIZE=../smoke: one of mini, smoke, quickstart, quickstart-cuda or full"),
+])
+def test_typos_and_bad_values_are_reported(env, message):
+    with pytest.raises(SettingError, match=message):
+        settings.resolve("wmt17", {"DEVICE": "cpu", **env}, REPO)
+
+
+def test_common_system_variables_are_not_typos():
+    env = {"DEVICE": "cpu", "LANG": "C.UTF-8", "HOME": "/root", "PATH": "/bin", "RANK": "0",
+           "LOCAL_RANK": "0", "SLURM_NNODES": "2", "CUDA_HOME": "/usr/local/cuda"}
+    assert settings.unknown_names(env) == []
+    settings.resolve("wmt17", env, REPO)
+
+
+def test_an_installed_copy_needs_no_checkout(tmp_path):
+    """The presets are in the package: resolving from a directory with nothing in it works,
+    and the runs go there."""
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "mini"}, str(tmp_path))
+    assert (cfg["MAX_UPDATE"], cfg.sources["MAX_UPDATE"]) == ("1000", "size mini [chosen]")
+    assert cfg["WORK"] == str(tmp_path / "runs" / "wmt17-mini")
+
+
+@pytest.mark.parametrize("preset", presets.ALL, ids=lambda p: f"{p.kind}-{p.name}")
+def test_every_preset_value_is_a_valid_setting_with_a_tag_and_a_reason(preset):
+    for name, value in preset.values.items():
+        assert name in settings.SETTINGS, f"{preset.kind} {preset.name}: {name}"
+        settings._check(name, value.value, preset.source(name))  # raises on a bad value
+        assert value.tag in (presets.PAPER, presets.ADMIN, presets.CHOSEN) and value.why
+
+
+def test_the_paper_values_of_table_1_are_tagged_paper():
+    """Hand-copied from the paper (Table 1, section 5.1): 512-2048-8, En->De, 6 to 100 layers
+    per side; and fp16 on GPU."""
+    expected = {("model", "base"): {"EMBED_DIM": "512", "FFN_DIM": "2048", "HEADS": "8"},
+                ("dataset", "wmt17"): {"SRC": "en", "TGT": "de", "DEPTHS": "6 18 50 100"},
+                ("machine", "cuda"): {"PRECISION": "fp16"}}
+    for preset in presets.ALL:
+        for name, value in expected.get((preset.kind, preset.name), {}).items():
+            assert (preset.values[name].value, preset.values[name].tag) == (value, presets.PAPER)
+
+
+def test_multi30k_source_needs_no_other_setting():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SOURCE": "multi30k"}, REPO)
+    assert cfg["LOCAL_DIR"] == multi30k_dir()
+    assert (cfg["LOCAL_TRAIN"], cfg["LOCAL_VALID"], cfg["LOCAL_TEST"]) == \
+        ("train", "val", "test_2016_flickr")
+    cfg = settings.resolve("opus100", {"DEVICE": "cpu", "SOURCE": "multi30k"}, REPO)
+    assert cfg["LANGS"] == "de fr cs"
+    cfg = settings.resolve("opus100", {"DEVICE": "cpu", "SOURCE": "multi30k", "LANGS": "de"}, REPO)
+    assert cfg["LANGS"] == "de"
+
+
+def test_wmt17_defaults_are_the_papers_setting_from_admin_torch():
+    cfg, layout, cmd = plan({**GPUS8})
+    expected = {"TOKENS_PER_UPDATE": "524288", "LR": "1.5e-3", "ADAM_BETAS": "(0.9, 0.98)",
+                "WARMUP": "4000", "WARMUP_INIT_LR": "1e-7", "DROPOUT": "0.4",
+                "WEIGHT_DECAY": "0.0001", "LABEL_SMOOTHING": "0.1", "MAX_UPDATE": "100000",
+                "FP16_SCALE_WINDOW": "256", "PRECISION": "fp16"}
+    assert {name: cfg[name] for name in expected} == expected
+    for name in expected:
+        if name != "PRECISION":
+            assert cfg.sources[name] == "dataset wmt17 [admin-torch]"
+    assert option(cmd, "--lr-scheduler") == "inverse_sqrt"
+    assert option(cmd, "--warmup-init-lr") == "1e-7" and option(cmd, "--fp16-scale-window") == "256"
+    # 8 GPUs x 4,096 tokens x update-freq 16 = 128 x 4,096
+    assert layout.tokens_per_update == 128 * 4096
+    assert "FAILS with a regular 8 x 4,096-token batch" in presets.WMT17.about
+
+
+def test_docs_presets_md_is_the_presets_as_they_are():
+    """docs/presets.md is generated: python -m deepnet_fairseq.recipes.presets > docs/presets.md"""
+    with open(os.path.join(REPO, "docs", "presets.md"), encoding="utf-8") as page:
+        assert page.read() == presets.markdown()
+
+
+def test_only_directories_the_recipes_created_are_deleted(tmp_path):
+    mine = workdir.make_dirs(str(tmp_path / "work" / "data"))
+    assert workdir.is_ours(mine) and workdir.is_ours(str(tmp_path / "work"))
+    assert not workdir.is_ours(str(tmp_path))  # existed before: not marked
+    workdir.remove_tree(mine)
+    assert not os.path.exists(mine)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "precious.txt").write_text("keep me")
+    with pytest.raises(workdir.NotOurs, match="refusing to delete .*theirs"):
+        workdir.fresh(str(theirs))
+    tmp = workdir.fresh(str(tmp_path / "work" / "out.tmp"))
+    with pytest.raises(workdir.NotOurs):
+        workdir.publish(tmp, str(theirs))
+    assert (theirs / "precious.txt").read_text() == "keep me"
+    workdir.publish(tmp, str(tmp_path / "work" / "out"))
+    assert os.path.isfile(tmp_path / "work" / "out" / ".done")
+
+
+# ---- statuses, live logs and signals --------------------------------------------------------
+
+VALID = "x | valid on 'valid' subset | loss 6.5 | nll_loss 3 | num_updates 20\n"
+
+
+def test_a_signalled_run_is_interrupted_not_failed():
+    stopped = runlog.classify(VALID, -15, vocab_size=1024, signal="SIGTERM")
+    assert stopped["status"] == "interrupted" and "SIGTERM at update 20" in stopped["reason"]
+    assert runlog.classify(VALID, -9, vocab_size=1024)["status"] == "failed"  # SIGKILL: OOM killer
+    nan = "FloatingPointError: Minimum loss scale reached (0.0001).\n"
+    assert runlog.classify(nan, 1, 1024, signal="SIGTERM")["status"] == "diverged"
+
+
+def test_a_truncated_checkpoint_last_is_replaced_by_the_newest_complete_one(tmp_path):
+    import torch
+
+    for updates in (3, 6):
+        torch.save({"updates": updates}, tmp_path / f"checkpoint_1_{updates}.pt")
+    whole = (tmp_path / "checkpoint_1_6.pt").read_bytes()
+    (tmp_path / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])  # copy cut short
+    assert "replaced by checkpoint_1_6.pt" in runner.repair_last_checkpoint(str(tmp_path))
+    assert torch.load(tmp_path / "checkpoint_last.pt") == {"updates": 6}
+    assert runner.repair_last_checkpoint(str(tmp_path)) is None  # complete: left alone
+    (tmp_path / "checkpoint_1_6.pt").write_bytes(whole[:100])    # newest one broken too
+    (tmp_path / "checkpoint_last.pt").write_bytes(whole[:100])
+    runner.repair_last_checkpoint(str(tmp_path))
+    assert torch.load(tmp_path / "checkpoint_last.pt") == {"updates": 3}
+
+
+def _learning_rates(command, updates):
+    """The lr of each update as fairseq's own scheduler computes it from COMMAND's options."""
+    from fairseq import options
+    from fairseq.optim.lr_scheduler.inverse_square_root_schedule import (
+        InverseSquareRootLRScheduleConfig, InverseSquareRootSchedule)
+
+    args = options.parse_args_and_arch(options.get_training_parser(),
+                                       command[command.index("--user-dir") - 1:])
+    cfg = InverseSquareRootLRScheduleConfig(warmup_updates=args.warmup_updates,
+                                            warmup_init_lr=args.warmup_init_lr, lr=args.lr)
+
+    from fairseq.optim import FairseqOptimizer
+
+    class Optimizer(FairseqOptimizer):  # what the scheduler touches: set_lr
+        def __init__(self):
+            pass
+
+        def set_lr(self, lr):
+            self.lr = lr
+
+    schedule = InverseSquareRootSchedule(cfg, Optimizer())
+    return [schedule.step_update(update) for update in updates]
+
+
+def test_a_methods_declared_training_settings_reach_its_command():
+    """T-Fixup trains without warmup: its lr is the peak from the first update, then decays as
+    every other method's (fairseq's own scheduler, fed the command, says so). The user's
+    setting wins; other methods keep the dataset's warmup."""
+    cfg, _, cmd = plan({"DEVICE": "cpu", "SIZE": "mini", "METHOD": "t_fixup"})
+    assert (option(cmd, "--warmup-init-lr"), option(cmd, "--lr")) == ("1e-3", "1e-3")
+    assert cfg.sources["WARMUP_INIT_LR"].startswith("method t_fixup")
+    lrs = _learning_rates(cmd, [0, 1, 200, 400, 1000])
+    assert lrs[:4] == pytest.approx([1e-3] * 4)  # no ramp: the peak from update 0 to WARMUP
+    assert lrs[4] == pytest.approx(1e-3 * (400 / 1000) ** 0.5)  # then the others' decay
+    _, _, deepnet = plan({"DEVICE": "cpu", "SIZE": "mini", "METHOD": "deepnet"})
+    assert _learning_rates(deepnet, [1000]) == pytest.approx([lrs[4]])
+    assert _learning_rates(deepnet, [200])[0] < 0.6e-3  # a ramp
+    cfg, _, cmd = plan({**GPUS8, "METHOD": "t_fixup", "WARMUP_INIT_LR": "1e-6"})
+    assert option(cmd, "--warmup-init-lr") == "1e-6"
+    cfg, _, cmd = plan({**GPUS8, "METHOD": "deepnet"})
+    assert option(cmd, "--warmup-updates") == "4000" and option(cmd, "--warmup-init-lr") == "1e-7"
+    with pytest.raises(SettingError, match="METHOD=t_fixp: unknown method"):
+        plan({**GPUS8, "METHOD": "t_fixp"})
+
+
+def valid_line(update, loss):
+    return f"| valid | epoch 001 | valid on 'valid' subset | loss {loss} | nll_loss 1 | num_updates {update}"
+
+
+def test_divergence_watch_stops_after_patience_validations_past_the_warmup():
+    watch = runlog.DivergenceWatch(vocab_size=1024, warmup=100, patience=3)  # uniform: 10 bits
+    # during the warmup a uniform-guess loss is allowed; a good validation resets the count
+    for update, loss in ((50, 11.0), (100, 10.5), (150, 10.2), (200, 10.1), (250, 9.9),
+                         (300, 10.0), (350, 12.0)):
+        assert not watch.feed(valid_line(update, loss)), update
+    assert watch.feed(valid_line(400, "nan"))  # NaN is no better than a guess either
+    assert watch.stopped["status"] == "diverged" and watch.stopped["num_updates"] == 400
+    assert "stopped at update 400" in watch.stopped["reason"]
+    assert "STOP_DIVERGED=3; 0 trains on" in watch.stopped["reason"]
+    never = runlog.DivergenceWatch(vocab_size=1024, warmup=0, patience=0)
+    assert not any(never.feed(valid_line(u, 20.0)) for u in range(1, 20))
+
+
+def test_a_run_that_stays_at_a_uniform_guess_is_stopped_early():
+    """A child that keeps logging hopeless validations is stopped at the third one, long
+    before it would end by itself, and the stop is not taken for a scheduler's signal."""
+    lines = "".join(f"print({valid_line(u, 13.0)!r}, flush=True); time.sleep(0.2); "
+                    for u in (100, 200, 300, 400))
+    child = [sys.executable, "-c", f"import time; {lines}time.sleep(60)"]
+    watch = runlog.DivergenceWatch(vocab_size=1024, warmup=50, patience=3)
+    start = time.time()
+    code, signum = processes.run_forwarding(child, dict(os.environ), [], watch.feed)
+    assert time.time() - start < 20 and code == -signal.SIGTERM and signum is None
+    assert watch.stopped["num_updates"] == 300
+
+
+def test_stop_diverged_is_a_setting_with_a_default():
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
+    assert cfg["STOP_DIVERGED"] == "3"
+    off = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "STOP_DIVERGED": "0"},
+                           REPO)
+    assert off.int("STOP_DIVERGED") == 0
+
+
+@pytest.mark.parametrize("env, adds", [
+    ({"METHOD": "deepnet_ln"}, True),               # the GPU default, fp16: flattened otherwise
+    ({"METHOD": "deepnet_adam_ln", "PRECISION": "bf16"}, True),
+    ({"METHOD": "deepnet_ln", "PRECISION": "fp32"}, False),   # fp32 steps each tensor anyway
+    ({"METHOD": "deepnet_ln", "LAYERS": "500", "GPU_MEMORY_GB": "80"}, False),  # ZeRO adds it
+    ({"METHOD": "deepnet"}, False),                 # no multiplier: fairseq's flat fp16 stays
+])
+def test_the_layernorm_lr_multiplier_runs_under_the_gpu_defaults(env, adds):
+    """The recipes choose the mode in which the multiplier works, and fairseq's
+    own argument parser (which runs the plugin's check) accepts the command they build."""
+    from fairseq import options
+
+    cfg, layout, command = plan({**GPUS8, **env})
+    assert command.count("--fp16-no-flatten-grads") <= 1
+    added = "--fp16-no-flatten-grads" in command and "--zero-sharding" not in command
+    assert added == adds
+    args = command[command.index(launch.paths(cfg)["BIN"]):]
+    options.parse_args_and_arch(options.get_training_parser(), args)  # raises if refused
+
+
+def test_one_tiny_size():
+    """The tiny width is defined once (methods.TINY_SIZE): the recipes' tiny model, the
+    quickstart's smoke size and the diagnostics' and GPU check's width options all read it."""
+    from deepnet_fairseq import methods
+    from deepnet_fairseq.recipes import quickstart
+
+    tiny = methods.TINY_SIZE
+    width = (tiny["encoder_embed_dim"], tiny["encoder_ffn_embed_dim"],
+             tiny["encoder_attention_heads"])
+    assert width == (64, 128, 2)  # the paper's Figure 5 models, written out by hand
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
+    assert (cfg.int("EMBED_DIM"), cfg.int("FFN_DIM"), cfg.int("HEADS")) == width
+    smoke = settings.resolve("wmt17", quickstart.recipe_env({"SIZE": "smoke"}, REPO), REPO)
+    assert (smoke.int("EMBED_DIM"), smoke.int("FFN_DIM"), smoke.int("HEADS")) == width
+    args = methods.tiny_width_args()
+    assert [int(args[args.index(flag) + 1]) for flag in (
+        "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \
+        list(width)

@@ -1,0 +1,270 @@
+"""The memory plan (deepnet_fairseq/recipes/memory.py) and the launcher's use of it."""
+
+import glob
+import json
+import os
+
+import pytest
+
+from deepnet_fairseq.recipes import launch, settings
+from deepnet_fairseq.recipes.memory import GB, MemoryPlanError, estimate, parameter_count, plan
+from deepnet_fairseq.recipes.settings import SettingError
+from support import REPO
+
+
+MEASURED = os.path.join(REPO, "results", "memory", "h200-fairseq-trainer-peaks.jsonl")
+BASE = dict(embed_dim=512, ffn_dim=2048)
+VOCAB = 32004  # fairseq's dictionary of 32,000 words and its 4 special symbols
+
+# Measured on an H200 (fairseq's models, shared embeddings, base width, vocabulary 32,004)
+REFERENCE_PARAMS = {6: 60_524_544, 18: 148_801_536, 50: 384_206_848, 100: 752_027_648,
+                    200: 1_487_669_248}
+
+
+@pytest.mark.parametrize("layers, count", sorted(REFERENCE_PARAMS.items()))
+def test_parameter_count_matches_the_h200_models(layers, count):
+    assert parameter_count(layers, layers, vocab=VOCAB, **BASE) == count
+
+
+@pytest.mark.parametrize("method, layers, extra", [
+    ("deepnet", 2, []), ("post_ln", 3, []),
+    ("deepnet", 6, ["--encoder-embed-dim", "512", "--decoder-embed-dim", "512",
+                    "--encoder-ffn-embed-dim", "2048", "--decoder-ffn-embed-dim", "2048",
+                    "--encoder-attention-heads", "8", "--decoder-attention-heads", "8"]),
+])
+def test_parameter_count_matches_models_built_here(tmp_path, method, layers, extra):
+    from deepnet_fairseq.diagnostics.common import build_training, write_dictionary
+
+    write_dictionary(str(tmp_path), 32000)
+    cfg, task, model, _ = build_training(str(tmp_path), method, layers,
+                                         ["--share-all-embeddings", *extra])
+    built = sum(p.numel() for p in model.parameters())
+    assert built == parameter_count(layers, layers, cfg.model.encoder_embed_dim,
+                                    cfg.model.encoder_ffn_embed_dim, len(task.source_dictionary))
+
+
+def _measured():
+    with open(MEASURED, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+@pytest.mark.parametrize("row", _measured(), ids=lambda r: f"{r['layers']}L-{r['precision']}"
+                         f"{'-ckpt' if r['ckpt'] else ''}")
+def test_estimate_within_15_percent_of_each_h200_point(row):
+    """Peak above the resident set (what the fit models) and the whole peak, per point."""
+    memory_efficient = row["precision"] == "mefp16"
+    est = estimate(row["params"], 2 * row["layers"], 512, VOCAB, row["tokens"],
+                   "fp16" if memory_efficient else row["precision"], row["ckpt"],
+                   memory_efficient=memory_efficient)
+    parts = est.components
+    resident = est.peak - max(parts["activations"] - parts["gradients"],
+                              parts["optimizer-step temporaries"])
+    assert resident == pytest.approx(row["resident"], rel=0.15)
+    assert est.peak - resident == pytest.approx(row["peak"] - row["resident"], rel=0.15)
+    assert est.peak == pytest.approx(row["peak"], rel=0.15)
+
+
+# ---- on CPU ---------------------------------------------------------------------------------
+
+CPU_MEASURED = sorted(glob.glob(os.path.join(REPO, "results", "memory", "cpu-*.jsonl")))
+
+
+def test_cpu_estimate_components_by_hand():
+    """One small config, every component written out (memory.py's CPU terms: 12.4 bytes per
+    token per vocabulary entry, 71.0 / 36.6 bytes per token per layer per width unit in fp32 /
+    bf16; resident bytes per parameter as on a GPU)."""
+    P, L, d, V, T = 10_000_000, 4, 512, 1000, 1024
+    fp32 = estimate(P, L, d, V, T, "fp32", device="cpu").components
+    activations = T * (12.4 * V + L * d * 71.0)  # 161,595,392
+    assert activations == pytest.approx(161_595_392)
+    assert fp32 == pytest.approx({
+        "weights": 4 * P, "gradients": 4 * P, "fp32 master + its gradient": 0,
+        "Adam m and v": 8 * P, "DDP gradient buckets": 0, "activations": activations,
+        "optimizer-step temporaries": 4 * V * d})  # Adam's denominator of the embedding
+    # peak = resident 160 MB + (activations - gradients) 121.6 MB
+    assert estimate(P, L, d, V, T, "fp32", device="cpu").peak == pytest.approx(281_595_392)
+    # bf16, ZeRO-1 over 2 processes: half weights and gradients, fp32 masters with their
+    # gradient, Adam's state halved, fairseq's legacy_ddp buffer (a copy of the gradients)
+    bf16 = estimate(P, L, d, V, T, "bf16", zero=True, world=2, device="cpu")
+    activations = T * (12.4 * V + L * d * 36.6)  # 89,453,363.2
+    assert bf16.components == pytest.approx({
+        "weights": 2 * P, "gradients": 2 * P, "fp32 master + its gradient": 8 * P,
+        "Adam m and v": 4 * P, "DDP gradient buckets": 2 * P, "activations": activations,
+        "optimizer-step temporaries": 4 * V * d})  # per tensor: ZeRO's masters are not flat
+    assert bf16.peak == pytest.approx(180_000_000 + 89_453_363.2 - 20_000_000)
+    # the CUDA terms differ: the fp32 output term there is 1.611 x 12.22, not 12.4
+    assert estimate(P, L, d, V, T, "fp32").components["activations"] == pytest.approx(
+        T * 1.611 * (12.22 * V + L * d * 34.10))
+
+
+def test_cpu_estimate_refuses_what_was_not_measured():
+    with pytest.raises(ValueError, match="checkpointing"):
+        estimate(10**6, 4, 512, 1000, 1024, "fp32", checkpointing=True, device="cpu")
+    with pytest.raises(ValueError, match="device"):
+        estimate(10**6, 4, 512, 1000, 1024, "fp32", device="tpu")
+
+
+def _cpu_measured():
+    rows = []
+    for path in CPU_MEASURED:  # the fit's points, the check's, fp16 at 1,024 tokens
+        with open(path, encoding="utf-8") as handle:
+            rows += [json.loads(line) for line in handle if line.strip()]
+    return rows
+
+
+@pytest.mark.parametrize("row", _cpu_measured(),
+                         ids=lambda r: f"{r['precision']}-{r['layers']}L-{r['tokens']}")
+def test_cpu_estimate_within_15_percent_of_each_cpu_point(row):
+    """benchmarks/memory_plan.py on this repository's CPU (results/memory/cpu-*.jsonl): fp32,
+    bf16, fp16 (the compat launcher's lifted CUDA calls) and ZeRO-1 in 2 processes (fp32 and
+    bf16), three depths each, and the fit's points."""
+    zero = row["precision"].startswith("zero")
+    precision = {"zero": "fp32", "zero-bf16": "bf16"}.get(row["precision"], row["precision"])
+    est = estimate(row["params"], 2 * row["layers"], 512, row["vocab"], row["tokens"],
+                   precision, zero=zero, world=2 if zero else 1, device="cpu")
+    assert row["estimate"] == pytest.approx(est.peak)  # what the benchmark printed
+    assert est.peak == pytest.approx(row["peak"], rel=0.15)
+
+
+def _grid_plan(layers, gpus, card):
+    return plan(layers, layers, vocab=VOCAB, gpus_per_node=min(gpus, 8), nodes=max(1, gpus // 8),
+                gpu_memory_gb=card, tokens_per_gpu=4096, tokens_per_update=262144,
+                precision="fp16", **BASE)
+
+
+# (layers per side, GPUs, GB per GPU) -> the expected choice, or None: refused
+EXPECTED = {
+    (6, 1, 80): "plain DDP", (6, 8, 24): "plain DDP", (50, 1, 24): "plain DDP",
+    (100, 1, 24): "activation checkpointing", (100, 8, 40): "plain DDP",
+    (200, 8, 80): "plain DDP", (200, 8, 40): "activation checkpointing + ZeRO-1",
+    (200, 1, 40): "activation checkpointing",
+    (200, 1, 24): "activation checkpointing + memory-efficient fp16",
+    (500, 8, 80): "activation checkpointing + ZeRO-1",
+    (500, 64, 40): "activation checkpointing + ZeRO-1 + memory-efficient fp16",
+    (500, 1, 80): "activation checkpointing + memory-efficient fp16",
+    (500, 1, 24): None, (500, 1, 40): None, (500, 8, 24): None, (500, 64, 24): None,
+}
+
+
+@pytest.mark.parametrize("layers", [6, 18, 50, 100, 200, 500])
+@pytest.mark.parametrize("gpus", [1, 8, 64])
+@pytest.mark.parametrize("card", [24, 40, 80])
+def test_grid_fits_the_card_or_is_refused_with_numbers(layers, gpus, card):
+    try:
+        chosen = _grid_plan(layers, gpus, card)
+    except MemoryPlanError as err:
+        assert EXPECTED.get((layers, gpus, card), None) is None
+        assert f"against {card * 0.9:.1f} GB usable" in str(err)
+        assert "It would fit on" in str(err)
+        return
+    assert EXPECTED.get((layers, gpus, card), chosen.choice.name) == chosen.choice.name
+    assert chosen.fits and chosen.estimate.peak <= card * 0.9 * GB
+    assert chosen.choice.max_tokens * gpus * chosen.choice.update_freq >= 262144
+    if chosen.choice.zero:
+        assert gpus >= 2 and "--zero-sharding" in chosen.flags
+
+
+def test_500l_on_8x80_needs_checkpointing_and_zero1():
+    chosen = _grid_plan(500, 8, 80)
+    assert chosen.flags == ["--checkpoint-activations", "--zero-sharding", "os",
+                            "--fp16-no-flatten-grads", "--max-tokens", "4096",
+                            "--update-freq", "8"]
+    # the two cheaper layouts were tried and did not fit
+    assert [line.split(",")[0] for line in chosen.tried] == [
+        "plain DDP", "activation checkpointing", "activation checkpointing + ZeRO-1"]
+
+
+def test_fewer_tokens_per_gpu_keep_the_tokens_per_update():
+    chosen = plan(6, 6, vocab=VOCAB, gpus_per_node=1, nodes=1, gpu_memory_gb=6,
+                  tokens_per_gpu=16384, tokens_per_update=65536, precision="fp16", **BASE)
+    assert chosen.choice.name == "activation checkpointing + memory-efficient fp16"
+    assert chosen.choice.max_tokens == 8192 and chosen.choice.update_freq == 8
+
+
+def test_refusal_names_what_would_fit():
+    with pytest.raises(MemoryPlanError) as err:
+        _grid_plan(500, 1, 40)
+    message = str(err.value)
+    assert "does not fit 1 x 40 GB" in message and "It would fit on 1 GPU(s) of at least" \
+        in message and "or on 3 GPUs of 40 GB" in message
+
+
+def test_a_forced_setting_is_kept_and_the_plan_says_it_does_not_fit():
+    chosen = plan(500, 500, vocab=VOCAB, gpus_per_node=1, nodes=1, gpu_memory_gb=50,
+                  tokens_per_gpu=4096, tokens_per_update=262144, precision="fp16",
+                  checkpointing=False, **BASE)
+    assert not chosen.fits and not chosen.choice.checkpointing
+    assert "CHECKPOINT_ACTIVATIONS=0 does not fit" in chosen.warning
+    assert "auto would choose activation checkpointing" in chosen.warning
+
+
+# ---- through the launcher -------------------------------------------------------------------
+
+def _layout(env, dataset="opus100"):
+    cfg = settings.resolve(dataset, env, REPO, lambda: 8)
+    layout = launch.plan_layout(cfg, env, lambda: 8, memory_probe=lambda: None)
+    command = launch.train_command(cfg, layout, launch.method_args(cfg),
+                                   launch.task_args(cfg, dry_run=True), python="PY")
+    return cfg, layout, command
+
+
+CUDA8 = {"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "GPU_MEMORY_GB": "80"}
+
+
+@pytest.mark.parametrize("layers", [6, 12, 24, 50, 100, 250, 500])  # the opus100 preset's DEPTHS
+def test_opus100_sweep_plans_every_depth_on_8x80(layers):
+    cfg, layout, command = _layout({**CUDA8, "LAYERS": str(layers)})
+    assert str(layers) in cfg["DEPTHS"].split()
+    assert layout.memory.fits and layout.memory.estimate.peak <= 72 * GB
+    assert layout.tokens_per_update >= cfg.int("TOKENS_PER_UPDATE")
+    assert command[command.index("--max-tokens") + 1] == str(layout.max_tokens)
+    assert ("--checkpoint-activations" in command) is layout.checkpoint_activations
+    if layers == 500:
+        assert layout.memory.choice.name == "activation checkpointing + ZeRO-1"
+        assert command[command.index("--zero-sharding") + 1] == "os"
+    if layers <= 100:
+        assert layout.memory.choice.name == "plain DDP"
+
+
+def test_memory_text_for_the_dry_run():
+    _, layout, _ = _layout({**CUDA8, "LAYERS": "500"})
+    text = layout.memory_text()
+    for part in ("weights", "gradients", "fp32 master", "Adam m and v", "activations",
+                 "peak (estimated)", "choice: activation checkpointing + ZeRO-1"):
+        assert part in text
+    assert "memory plan:" in layout.summary()
+
+
+def test_explicit_checkpointing_is_respected():
+    _, layout, command = _layout({**CUDA8, "LAYERS": "6", "CHECKPOINT_ACTIVATIONS": "1"})
+    assert layout.checkpoint_activations and "--checkpoint-activations" in command
+
+
+def test_a_refused_plan_is_a_setting_error():
+    with pytest.raises(SettingError, match="memory plan: 500L-500L .* does not fit 8 x 24 GB"):
+        _layout({**CUDA8, "GPU_MEMORY_GB": "24", "LAYERS": "500"})
+
+
+def test_gpu_memory_gb_must_be_positive():
+    with pytest.raises(SettingError, match="GPU_MEMORY_GB"):
+        _layout({**CUDA8, "GPU_MEMORY_GB": "0"})
+
+
+def test_no_plan_on_cpu_nor_without_a_gpu_size():
+    _, layout, command = _layout({"DEVICE": "cpu", "LAYERS": "100", "PRECISION": "fp32"})
+    assert layout.memory is None and layout.memory_text() == ""
+    env = {"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100"}
+    _, layout, _ = _layout(env, "wmt17")
+    assert layout.memory is None and layout.checkpoint_activations  # the depth threshold
+
+
+def test_the_gpu_size_is_probed_only_without_the_setting():
+    env = {"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0", "LAYERS": "6"}
+    cfg = settings.resolve("wmt17", env, REPO)
+    assert launch.plan_layout(cfg, env, memory_probe=lambda: 40.0).memory.gpu_memory_gb == 40
+    cfg = settings.resolve("wmt17", {**env, "GPU_MEMORY_GB": "24"}, REPO)
+
+    def no_probe():
+        raise AssertionError("probed although GPU_MEMORY_GB is set")
+
+    assert launch.plan_layout(cfg, env, memory_probe=no_probe).memory.gpu_memory_gb == 24

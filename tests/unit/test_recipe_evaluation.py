@@ -1,0 +1,68 @@
+"""The recipes' evaluation (deepnet_fairseq/recipes/evaluate.py): the model is loaded once for
+all directions, eval.json has the distinct count. That the output is stock fairseq-generate's:
+slow/test_train_generate.py."""
+
+import pytest
+
+from deepnet_fairseq.recipes import evaluate
+
+
+class FakeTask:
+    def __init__(self, symbols):
+        self.source_dictionary = self.target_dictionary = FakeDictionary(symbols)
+
+
+class FakeDictionary:
+    def __init__(self, symbols):
+        self.symbols = list(symbols)
+
+    def __len__(self):
+        return len(self.symbols)
+
+
+@pytest.fixture
+def counted_loader(monkeypatch):
+    """fairseq's load_model_ensemble replaced by a stub that records its calls."""
+    from fairseq import checkpoint_utils
+
+    calls = []
+
+    def load_model_ensemble(filenames, arg_overrides=None, task=None, strict=True, suffix="",
+                            num_shards=1, state=None):
+        calls.append(filenames)
+        return [object()], {"loaded": len(calls)}
+
+    monkeypatch.setattr(checkpoint_utils, "load_model_ensemble", load_model_ensemble)
+    return calls
+
+
+def test_same_files_options_and_dictionaries_load_once(counted_loader):
+    from fairseq import checkpoint_utils
+
+    task, same_vocabulary = FakeTask("abc"), FakeTask("abc")
+    with evaluate.models_loaded_once():
+        first = checkpoint_utils.load_model_ensemble(["avg.pt"], arg_overrides={}, task=task)
+        again = checkpoint_utils.load_model_ensemble(["avg.pt"], {}, same_vocabulary)
+        assert again is first and counted_loader == [["avg.pt"]]
+        # another vocabulary, file or option: a model of its own (and the old one dropped)
+        checkpoint_utils.load_model_ensemble(["avg.pt"], arg_overrides={}, task=FakeTask("abd"))
+        checkpoint_utils.load_model_ensemble(["other.pt"], arg_overrides={}, task=task)
+        checkpoint_utils.load_model_ensemble(["other.pt"], arg_overrides={"beam": 2}, task=task)
+        assert len(counted_loader) == 4
+        back = checkpoint_utils.load_model_ensemble(["avg.pt"], arg_overrides={}, task=task)
+        assert back is not first and len(counted_loader) == 5
+    # outside the block fairseq's function is itself again: every call loads
+    checkpoint_utils.load_model_ensemble(["avg.pt"], arg_overrides={}, task=task)
+    assert len(counted_loader) == 6
+
+
+def test_check_distinct_records_and_warns(tmp_path, capsys):
+    gen = tmp_path / "generate-test.txt"
+    gen.write_text("".join(f"S-{i}\tx\nH-{i}\t-0.1\tdas gleiche\nD-{i}\t-0.1\tdas gleiche\n"
+                           for i in range(4)) + "D-4\t-0.1\tanders\n")
+    assert evaluate.check_distinct(str(gen)) == {"distinct": 2, "distinct_share": 0.4,
+                                                 "ignores_source": True}
+    assert "WARNING: 2 distinct hypotheses for 5 test sentences (40.0 %)" in capsys.readouterr().err
+
+
+# ---- end to end: a tiny trained model, two directions ----------------------------------------

@@ -1,0 +1,158 @@
+"""The recipes' reports on hand-made inputs: run classification, validation curves, scoring,
+the results table, CSV, plot and log fit. The shell scripts themselves:
+integration/test_recipe_scripts.py."""
+
+import json
+import math
+import os
+
+import pytest
+
+from deepnet_fairseq.recipes import curves, report, runlog, score
+
+
+# ---- run classification --------------------------------------------------------------------
+
+VALID = "2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {} | nll_loss 3 | num_updates {}\n"
+
+
+def test_classify_ok_diverged_failed():
+    ok = runlog.classify(VALID.format(9.1, 10) + VALID.format(6.5, 20), 0, vocab_size=1024)
+    assert ok["status"] == "ok" and ok["last_valid_loss"] == 6.5 and ok["num_updates"] == 20
+    # worse than a uniform guess over 1024 types (10 bits): diverged even though fairseq exited 0
+    flat = runlog.classify(VALID.format(10.2, 20), 0, vocab_size=1024)
+    assert flat["status"] == "diverged" and "uniform" in flat["reason"]
+    assert runlog.classify(VALID.format(10.2, 4), 0, 1024, min_updates=5)["status"] == "ok"
+    nan = runlog.classify(VALID.format("nan", 20), 0, vocab_size=1024)
+    assert nan["status"] == "diverged"
+    fpe = runlog.classify("FloatingPointError: Minimum loss scale reached (0.0001).\n", 1, 1024)
+    assert fpe["status"] == "diverged" and "Minimum loss scale" in fpe["reason"]
+    oom = runlog.classify(VALID.format(7.0, 5) + "RuntimeError: CUDA out of memory.\n", 1, 1024)
+    assert oom["status"] == "failed" and "out of memory" in oom["reason"]
+
+
+def test_valid_curve_reads_every_validation_and_a_resumed_run_keeps_the_later_one():
+    log = (VALID.format(9.1, 10) + "train_inner | loss=7.2, num_updates=15\n"
+           + VALID.format(8.0, 20) + VALID.format(7.9, 20) + VALID.format("nan", 30))
+    curve = runlog.valid_curve(log)
+    assert list(curve) == [10, 20, 30] and curve[10] == 9.1 and curve[20] == 7.9
+    assert math.isnan(curve[30])
+
+
+def test_curves_refuses_a_directory_without_a_curve_and_writes_nothing(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path), "--export", str(tmp_path / "out")])
+    assert "neither train.log nor valid_loss.csv" in capsys.readouterr().err
+    (tmp_path / "train.log").write_text("no validation yet\n")
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path), "--export", str(tmp_path / "out")])
+    assert "no validation record yet" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+# ---- scoring --------------------------------------------------------------------------------
+
+def test_score_reads_generate_output_in_order_and_splits_compounds(tmp_path):
+    gen = tmp_path / "generate-test.txt"
+    gen.write_text("S-1\tx\nD-1\t-0.1\tEin Rot-Wein-Glas .\nD-0\t-0.2\tDas ist gut .\n")
+    assert score.hypotheses(str(gen)) == ["Das ist gut .", "Ein Rot-Wein-Glas ."]
+    assert score.tokenize(["Rot-Wein-Glas."], "de", True) == ["Rot ##AT##-##AT## Wein ##AT##-##AT## Glas ."]
+    ref = tmp_path / "ref.de"
+    ref.write_text("Das ist gut .\nEin Rot-Wein-Glas .\n")
+    result = score.score_direction(str(gen), str(ref), "de", tokenized=True, compound_split=True)
+    assert result["sacrebleu"] == 100.0 and result["tok_bleu"] == 100.0
+    assert result["signature"].startswith("nrefs:1|case:mixed")
+    ref.write_text("Das ist gut .\n")
+    with pytest.raises(ValueError, match="hypotheses"):
+        score.score_direction(str(gen), str(ref), "de", tokenized=False, compound_split=False)
+    summary = score.summarise({"de-en": {"sacrebleu": 30.0}, "fr-en": {"sacrebleu": 20.0},
+                               "en-de": {"sacrebleu": 10.0}})
+    assert (summary["x_en"], summary["en_x"], summary["sacrebleu_avg"]) == (25.0, 10.0, 20.0)
+
+
+# ---- table, CSV, plot, fit ------------------------------------------------------------------
+
+def _fake_run(runs, name, method, n, status, bleu=None, directions=None, distinct_share=0.99):
+    os.makedirs(runs / name / "eval", exist_ok=True)
+    (runs / name / "status.json").write_text(json.dumps(
+        {"method": method, "encoder_layers": n, "decoder_layers": n, "status": status,
+         "label": method, "reason": "" if status == "ok" else "fairseq reported: nan"}))
+    if status == "ok":
+        dirs = directions or {"en-de": {"sacrebleu": bleu, "tok_bleu": bleu, "signature": "sig",
+                                        "distinct_share": distinct_share}}
+        (runs / name / "eval" / "eval.json").write_text(json.dumps(score.summarise(dirs)))
+
+
+def test_wmt_table_has_paper_shape(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5)
+    _fake_run(runs, "deepnet-18L-18L", "deepnet", 18, "ok", 28.4)
+    _fake_run(runs, "post_ln-6L-6L", "post_ln", 6, "ok", 28.0)
+    _fake_run(runs, "post_ln-18L-18L", "post_ln", 18, "diverged")
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| method | 6L-6L | 18L-18L |" in table
+    assert "| deepnet | 27.5 (paper 27.8) | 28.4 (paper 28.8) |" in table
+    assert "| post_ln | 28.0 (paper 28.1) | diverged (paper diverged) |" in table
+    rows = (tmp_path / "out" / "results.csv").read_text().splitlines()
+    assert rows[0].startswith("dataset,run,method") and len(rows) == 5
+    assert (tmp_path / "out" / "bleu_vs_depth.png").read_bytes()[:4] == b"\x89PNG"
+    assert "fewer than 50% distinct" not in table
+    # two groups of methods: a figure with a column for each, in the paper's order
+    assert (tmp_path / "out" / "by_group.png").read_bytes()[:4] == b"\x89PNG"
+    assert report.plot_groups(str(tmp_path / "g.png"), "wmt17",
+                              report.collect("wmt17", str(runs))) == ["Post-LN", "DeepNet"]
+    # one group only: the single plot says it all, no second figure
+    assert report.plot_groups(str(tmp_path / "one.png"), "wmt17", [
+        r for r in report.collect("wmt17", str(runs)) if r["method"] == "deepnet"]) == []
+    assert not (tmp_path / "one.png").exists()
+
+
+def test_table_names_runs_that_ignore_their_source(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5, distinct_share=0.973)
+    _fake_run(runs, "pre_ln-50L-50L", "pre_ln", 50, "ok", 5.3, distinct_share=0.442)
+    _fake_run(runs, "opus-like", "deepnet", 12, "ok", directions={  # worst direction counts
+        "de-en": {"sacrebleu": 20.0, "signature": "s", "distinct_share": 0.9},
+        "en-de": {"sacrebleu": 3.0, "signature": "s", "distinct_share": 0.01}})
+    rows = {r["run"]: r for r in report.collect("wmt17", str(runs))}
+    assert (rows["deepnet-6L-6L"]["distinct_share"], rows["opus-like"]["distinct_share"]) == (0.973, 0.01)
+    table = report.markdown("wmt17", list(rows.values()))
+    listed = table.split("fewer than 50% distinct")[1].split("\n\n")[1].splitlines()
+    assert listed == ["- opus-like: 1.0% distinct", "- pre_ln-50L-50L: 44.2% distinct"]
+
+
+def test_opus_fit_recovers_a_log_law(tmp_path):
+    runs = tmp_path / "runs"
+    for n in (6, 12, 50, 100):
+        d = 2 * n
+        bleu = round(1.5 * math.log(d) + 20.0, 6)
+        _fake_run(runs, f"deepnet-{n}L-{n}L", "deepnet", n, "ok", directions={
+            "de-en": {"sacrebleu": bleu + 1, "signature": "s"},
+            "en-de": {"sacrebleu": bleu - 1, "signature": "s"}})
+    _fake_run(runs, "post_ln-100L-100L", "post_ln", 100, "diverged")
+    (a, b), = report.fits(report.collect("opus100", str(runs))).values()
+    assert a == pytest.approx(1.5, abs=0.01) and b == pytest.approx(20.0, abs=0.05)
+    report.main(["--dataset", "opus100", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| model | layers | X->En | En->X | Avg |" in table
+    assert "deepnet: BLEU(d) = 1.50" in table and " ln d + 2" in table
+    assert "(paper 31.1)" in table and "post_ln-100L-100L: diverged" in table
+
+
+def test_a_table_of_many_methods_is_grouped_as_the_paper_groups_them():
+    def row(label, bleu, share=0.99, status="ok"):
+        return {"dataset": "wmt17", "run": f"{label}-6L-6L", "method": label, "label": label,
+                "encoder_layers": 6, "decoder_layers": 6, "layers": 12, "status": status,
+                "bleu": bleu, "sacrebleu": bleu, "tok_bleu": bleu, "paper_bleu": "",
+                "distinct_share": share, "reason": "", "signature": ""}
+
+    rows = [row("subln", 11.0), row("deepnet", 11.5), row("pre_ln", 11.8), row("rezero", 5.5),
+            row("admin", 2.6, share=0.03), row("post_ln", "", status="diverged")]
+    table = report.markdown("wmt17", rows)
+    order = [line for line in table.splitlines() if line.startswith("| **")]
+    assert order == ["| **Post-LN** | |", "| **No-LN** | |", "| **Pre-LN** | |",
+                     "| **DeepNet** | |", "| **after 2022** | |"]
+    assert "| admin | 2.6 (ignores its source) |" in table
+    assert "| post_ln | diverged |" in table
+    assert table.index("| post_ln |") < table.index("| rezero |") < table.index("| subln |")
