@@ -338,7 +338,7 @@ def recipe_env(args, precision: str = "fp32", depth: int = 1) -> Dict[str, str]:
     0.1: a check, not a tuned recipe), every update logged. Recipe settings of the caller's
     environment are left out, so that the check is the same wherever it runs; on CPU one
     thread per process unless OMP_NUM_THREADS says otherwise (on a shared machine torch's
-    threads wait for each other: a tiny run took 300 s instead of 14 s)."""
+    threads wait for each other; measured in docs/findings.md)."""
     env = {k: v for k, v in os.environ.items()
            if k not in SETTINGS and not k.startswith(PREFIX)}
     if args.device == "cpu":

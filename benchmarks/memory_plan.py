@@ -21,10 +21,11 @@ device, and prints them with their ratio.
   order: resident = their sum over building the trainer and the first update, peak = resident
   + the highest running sum during the second update. The process's RSS is not used: it also
   counts Python's and the libraries' own memory, and glibc keeps freed blocks mapped (or not)
-  depending on their size (at 24L-24L a process's RSS reached 8.5 GB while torch held 4.5; run
-  the zero modes with MALLOC_MMAP_THRESHOLD_=131072 so that two such processes fit 24 GB).
-  fp16 on CPU lifts fairseq's two CUDA-only calls (deepnet_fairseq.fairseq_train_compat); its
-  half-precision kernels are slow (about 15x fp32), hence fewer tokens for it.
+  depending on their size, so a process's RSS can be far above what torch holds; run the zero
+  modes with MALLOC_MMAP_THRESHOLD_=131072 so that glibc returns large freed blocks at once and
+  two processes fit a small machine. fp16 on CPU lifts fairseq's two CUDA-only calls
+  (deepnet_fairseq.fairseq_train_compat); its half-precision kernels are much slower than fp32,
+  hence fewer tokens for it. The measured figures: docs/running.md, "The memory model on CPU".
 """
 import argparse
 import gc

@@ -239,7 +239,7 @@ def fixup_scale(residual_branches: int, branch_depth: int = 2) -> float:
 #   B3. Backward, the same skip path carries the output gradient down almost unchanged, so the
 #       gradient reaching g and b is about the output gradient (no lambda/alpha as in A2).
 # With A3 the L LayerNorms' steps add up: an LN step s moves the output by about L * s, linear
-# in depth whatever alpha and lambda are (measured: docs/figure5.md). Per optimizer (A4, B3) one
+# in depth whatever alpha and lambda are (measured: docs/findings.md). Per optimizer (A4, B3) one
 # step moves an LN parameter, and so the output, by about
 #   SGD  eta * |output grad|;   Adam  eta;   LAMB  eta * |theta| = eta
 # (LAMB: |g| = 1; b starts at 0, where the trust ratio falls back to 1), while one step of a

@@ -216,12 +216,12 @@ _DECLARED = (
     _deepnet_form("pre_ln_adam", "x + G(LN(x)); gain 1/L"),
     _deepnet_form("pre_ln_lamb", "x + G(LN(x)); gain L^(-1/2)"),
     # DeepNet whose LayerNorm gains/biases step k times slower, k from the depths and the form
-    # (constants.layernorm_lr_multiplier; docs/figure5.md), with the paper's and Adam's constants
+    # (constants.layernorm_lr_multiplier; docs/methods.md), with the paper's and Adam's constants
     Method("deepnet_ln", "DeepNet; LayerNorm lr x beta^2/alpha^2 per stack",
-           "this plugin (docs/figure5.md)", "post", model="deepnet_transformer",
+           "this plugin (docs/findings.md)", "post", model="deepnet_transformer",
            arch="deepnet_transformer", options=("--deepnorm-ln-lr-multiplier", "auto")),
     Method("deepnet_adam_ln", "deepnet_adam; LayerNorm lr x 1/L (L = 2N enc, 3M dec)",
-           "this plugin (docs/figure5.md)", "post", model="deepnet_transformer",
+           "this plugin (docs/findings.md)", "post", model="deepnet_transformer",
            arch="deepnet_transformer",
            options=("--deepnorm-constants", "adam", "--deepnorm-ln-lr-multiplier", "auto")),
     # The methods after DeepNet (2022 on). Those defined for decoder-only LMs (Peri-LN, Mix-LN,

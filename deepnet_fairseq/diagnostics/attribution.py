@@ -21,8 +21,8 @@ position i, group g's contribution is the projection of D_g,i on the direction o
 where update = mean_i ||D_i|| is the diagnostic's model update. To first order F is linear in
 theta, sum_g D_g = D, and the contributions sum to the update exactly; what they miss,
 ``interaction = update - sum_g contribution_g``, is the second-order (cross-group) part of the
-update, reported with them (a few percent of it at step 1 in the 64-128-2 runs of
-docs/figure5.md). ``alone_g = mean_i ||D_g,i||`` is the update group g's step makes by itself.
+update, reported with them (its measured size is in docs/findings.md). ``alone_g = mean_i
+||D_g,i||`` is the update group g's step makes by itself.
 """
 
 from typing import Callable, Dict, Iterable, List, Sequence

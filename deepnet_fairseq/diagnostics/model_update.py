@@ -17,7 +17,7 @@ the small default learning rate. Same seed => same data and the same draws for e
 
     deepnet-model-update --output-dir runs/model-update          # Figure 5, minutes on CPU
     deepnet-model-update --methods deepnet --depths 6,100 --steps 3 --seed 1,2,3 \
-        --freeze layernorm --attribute                            # docs/figure5.md
+        --freeze layernorm --attribute                            # docs/findings.md
 
 ``--freeze`` leaves parameter groups out of the optimizer; ``--attribute`` splits the update
 into the groups' contributions (``attribution``: definition, and how well they sum).

@@ -1,5 +1,7 @@
 """``--deepnorm-ln-lr-multiplier``: scale the learning rate of the DeepNorm layers' LayerNorm
-gains and biases (the remedy of docs/figure5.md; the derivation is in ``constants.py``).
+gains and biases, so that their steps no longer make the model update grow with depth
+(docs/methods.md describes the option, docs/findings.md measures it; the derivation is in
+``constants.py``).
 
     --deepnorm-ln-lr-multiplier auto    # k from the depths and --deepnorm-constants, per stack
     --deepnorm-ln-lr-multiplier 0.05    # one given k for every layer's LayerNorms

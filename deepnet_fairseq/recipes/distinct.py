@@ -46,7 +46,7 @@ def report(summary: Dict, min_share: float = DEFAULT_MIN_SHARE) -> str:
         f"The most frequent hypothesis, written {summary['most_frequent_count']} times:",
         f"  {summary['most_frequent']}",
         "It has collapsed into a target-side language model; its BLEU measures nothing useful.",
-        "Train longer, lower the learning rate or lengthen the warmup (see docs/real-text.md).",
+        "Train longer, lower the learning rate or lengthen the warmup (see docs/findings.md).",
         bar])
 
 

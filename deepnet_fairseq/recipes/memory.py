@@ -24,18 +24,19 @@ from typing import Dict, List, Optional
 GB = 1e9
 
 # ---- the activation fit ---------------------------------------------------------------------
-# Measured on an H200 (2026-11-24) with fairseq's Trainer at base width (512/2048/8 heads),
+# Fitted to the peaks of fairseq's Trainer measured on an H200 at base width (512/2048/8 heads),
 # 4,096 target tokens (128 sentences x 32), vocabulary 32,004, shared embeddings:
-# results/memory/h200-fairseq-trainer-peaks.jsonl (benchmarks/memory_plan.py measures the same).
+# results/memory/h200-fairseq-trainer-peaks.jsonl (benchmarks/memory_plan.py measures the same;
+# the measured figures: docs/running.md, "Expected time and memory on 8 x 80 GB").
 # Activations = peak - resident + gradients, fitted as
 #   PRECISION_FACTOR x tokens x (OUTPUT_BYTES x vocab + layers x LAYER_BYTES x width)
 # fp16, no checkpointing, 6L/18L/50L/100L per side: a straight line in the layers (enc + dec),
-# 71.5 MB per layer and 1.602 GB fixed at 4,096 tokens; the fixed part is the output layer
-# (half-precision logits, their fp32 log-softmax and its gradient: ~12 bytes per token per
-# vocabulary entry). With --checkpoint-activations a layer keeps only its input (~2 bytes per
-# token per width unit in fp16): 4.11 MB per layer, from memory-efficient fp16 at 100L (the fp16
-# checkpointed peaks are the optimizer step's 4 x params, not activations). fp32 / fp16 at 18L:
-# 6.731 / 4.178 GB. bf16 and memory-efficient fp16 measured the same as fp16 at 18L.
+# a slope per layer and a fixed part; the fixed part is the output layer (half-precision
+# logits, their fp32 log-softmax and its gradient: ~12 bytes per token per vocabulary entry).
+# With --checkpoint-activations a layer keeps only its input (~2 bytes per token per width unit
+# in fp16), fitted from memory-efficient fp16 at 100L (the fp16 checkpointed peaks are the
+# optimizer step's 4 x params, not activations). PRECISION_FACTOR is fp32 over fp16 at 18L;
+# bf16 and memory-efficient fp16 measured the same as fp16 there.
 OUTPUT_BYTES = 12.22          # per token per vocabulary entry (1.602e9 / (4096 x 32004))
 LAYER_BYTES = 34.10           # per token per layer per width unit (71.52e6 / (4096 x 512))
 LAYER_BYTES_CHECKPOINTED = 1.96  # the same with activation checkpointing (4.111e6 / (4096 x 512))
@@ -45,35 +46,36 @@ PRECISION_FACTOR = {"fp16": 1.0, "bf16": 1.0, "fp32": 1.611}
 # CPU training (tests, smoke runs, benchmarks/memory_plan.py with no GPU) keeps other tensors
 # for the backward pass than CUDA does, so it has its own two terms, fitted to torch's CPU
 # allocations (peak of the running sum of the allocator's events, torch.profiler with
-# profile_memory) of fairseq's Trainer on this repository's 2-core machine (2026-11-24): base
-# width, 1,024 target tokens (32 sentences x 32), vocabulary 32,004, 2L and 4L per side in fp32
-# and bf16 (activations = peak - resident + gradients, a straight line in the layers):
-# results/memory/cpu-fit.jsonl. Why they differ from the CUDA terms above:
+# profile_memory) of fairseq's Trainer on a CPU: base width, 1,024 target tokens (32 sentences
+# x 32), vocabulary 32,004, 2L and 4L per side in fp32 and bf16 (activations = peak - resident
+# + gradients, a straight line in the layers): results/memory/cpu-fit.jsonl (the measured
+# figures: docs/running.md, "The memory model on CPU"). Why they differ from the CUDA terms:
 # * the output term does not grow in fp32: label_smoothed_cross_entropy takes the log-softmax
 #   in fp32 in every precision, and what is alive at the start of the backward pass is its fp32
 #   log-probabilities (saved by log_softmax), their gradient and then the logits' gradient:
-#   3 x 4 = 12 bytes per token per vocabulary entry (measured 12.51 fp32, 12.26 bf16; the CUDA
-#   fit's single fp32 factor of 1.611 scales this term too, which overestimates it on CPU);
+#   3 x 4 = 12 bytes per token per vocabulary entry, as measured (the CUDA fit's single fp32
+#   factor scales this term too, which overestimates it on CPU);
 # * a layer's term is larger than CUDA's, in every precision: torch's CPU dropout is
 #   input * (bernoulli noise / (1 - p)) and keeps that noise as a tensor of the activation's
 #   dtype (4 bytes in fp32, 2 in bf16/fp16) where CUDA's fused native_dropout keeps a 1-byte
 #   mask: 2 dropouts of tokens x width per encoder layer, 3 per decoder layer, so in half
-#   precision 1 byte more each, 2.5 more per token per layer per width unit on average: 36.6
-#   measured in bf16 against CUDA's 34.1 in fp16 (attention is no difference: torch's fused
-#   attention runs on CPU too and keeps q, k, v, its output and the log-sum-exp);
-# * fp32 keeps exactly the same tensors as bf16 at twice the bytes: 71.0 against 36.6 bytes per
-#   token per layer per width unit measured (ratio 1.94; the rest is the 1-byte boolean masks
-#   and the fp32 softmax statistics, the same in both);
+#   precision 1 byte more each, 2.5 more per token per layer per width unit on average, which
+#   is the difference between the bf16 term measured on CPU and CUDA's fp16 term (attention is
+#   no difference: torch's fused attention runs on CPU too and keeps q, k, v, its output and
+#   the log-sum-exp);
+# * fp32 keeps exactly the same tensors as bf16 at twice the bytes, so its term is a little
+#   under twice bf16's (the 1-byte boolean masks and the fp32 softmax statistics are the same
+#   in both);
 # * fp16 on CPU (fairseq_train_compat's lifted CUDA calls) runs fairseq's FP16Optimizer as on a
-#   GPU and torch's CPU half kernels keep no extra copies: measured equal to bf16 (and its 20
-#   bytes per parameter) at 2L, so it takes bf16's terms.
+#   GPU and torch's CPU half kernels keep no extra copies: measured equal to bf16 (resident
+#   bytes included) at 2L, so it takes bf16's terms.
 CPU_OUTPUT_BYTES = 12.4           # per token per vocabulary entry, every precision
 CPU_LAYER_BYTES = {"fp32": 71.0, "bf16": 36.6, "fp16": 36.6}  # per token per layer per width unit
 
 # Bytes per parameter of each resident component. fp16/bf16 use fairseq's FP16Optimizer:
 # half weights and gradients, an fp32 master copy with its own fp32 gradient, Adam m and v in
-# fp32 (20 bytes, measured 20.0 x params after the first update); memory-efficient fp16 keeps
-# no master copy (12, measured 12.0); fp32 (16, measured 16.0).
+# fp32 (20 bytes); memory-efficient fp16 keeps no master copy (12); fp32 (16). Each count is
+# what was measured after the first update (docs/running.md).
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 MASTER_BYTES = {"fp32": 0, "fp16": 8, "bf16": 8}   # fp32 copy + its gradient; 0 when memory-efficient
 ADAM_BYTES = 8                                      # m and v, fp32
@@ -110,8 +112,8 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
              checkpointing: bool = False, zero: bool = False, memory_efficient: bool = False,
              world: int = 1, device: str = "cuda") -> Estimate:
     """Peak bytes per GPU (per process on ``device`` "cpu") of one update (see the module
-    docstring). The resident parts are the same on CPU (measured: 16.1 bytes per parameter in
-    fp32, 20.0 in bf16 and fp16); the activations have the CPU terms above."""
+    docstring). The resident parts are the same on CPU (measured: docs/running.md); the
+    activations have the CPU terms above."""
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
     if device == "cpu" and checkpointing:

@@ -188,8 +188,9 @@ MINI = Preset("size", "mini", (
     'Post-LN, Pre-LN and DeepNet at 6, 18 and 50 layers per side on Multi30k en->de (29,000 '
     'pairs, deepnet_fairseq/corpora/multi30k), identical hyperparameters for all nine runs, on '
     'CPU: AT MOST 3 HOURS ON 2 CPU CORES for the whole sweep (data, 9 trainings, 9 '
-    'evaluations); measured: 1 h 40 min on a 2-core AMD EPYC; figures in results/wmt17-mini/ '
-    'and docs/results.md ("The paper\'s pattern on real text"). SIZE=mini SOURCE=multi30k bash '
+    'evaluations); measured: 1 h 40 min on a 2-core AMD EPYC (2026-11-23); figures in '
+    'results/wmt17-mini/ and docs/findings.md ("Table 1\'s pattern on real text"). '
+    'SIZE=mini SOURCE=multi30k bash '
     'scripts/wmt17/prepare.sh && SIZE=mini bash scripts/wmt17/sweep.sh Interrupt it at any '
     'time: the next launch resumes the unfinished run and skips finished ones. A 64-wide model '
     '(FFN 4x) and 1,000 updates of 1,024 tokens keep the three 50L-50L runs within the budget '
@@ -225,7 +226,7 @@ QUICKSTART = Preset("size", "quickstart", (
     "SIZE=quickstart: the README's first command (bash scripts/quickstart.sh, which sets it): "
     "the wmt17 recipe on the Multi30k copy shipped with the package, one 6L-6L DeepNet that "
     "translates within 15 minutes on 2 CPU cores. Every value was chosen from measured learning "
-    "curves (docs/real-text.md); measured: sacreBLEU in README.md."
+    "curves (docs/findings.md); measured: sacreBLEU in README.md."
 ), [
     ('SOURCE', 'multi30k', CHOSEN, 'the corpus shipped in deepnet_fairseq/corpora: no download'),
     ('METHODS', 'deepnet', CHOSEN, 'one DeepNet ...'),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/figure5.md: DeepNet's model update at 6L-6L and 100L-100L (64-128-2, 3 updates, the
+# docs/findings.md (Figure 5): DeepNet's model update at 6L-6L and 100L-100L (64-128-2, 3 updates, the
 # update read at step 1, seeds 1,2,3), with parameter groups frozen or attributed, and with the
 # LayerNorm learning-rate multiplier. One deepnet-model-update command per table row; each
 # writes results/figure5/<row>/ (CSV, plots, summary.txt). About 2 minutes a row on one core.
@@ -19,7 +19,7 @@ ADAM=(--optimizer adam --lr 1e-4)
 REMEDY=(--fairseq-args "--deepnorm-ln-lr-multiplier auto")
 
 declare -A ROWS=(
-  # the table
+  # the model update with the LayerNorms trained, frozen, or frozen with the embeddings
   [sgd_post_ln]="--methods post_ln ${SGD[*]}"
   [sgd_deepnet]="--methods deepnet ${SGD[*]}"
   [sgd_deepnet_frozen_ln]="--methods deepnet ${SGD[*]} --freeze layernorm"
@@ -27,7 +27,7 @@ declare -A ROWS=(
   [adam_deepnet]="--methods deepnet ${ADAM[*]}"
   [adam_deepnet_frozen_ln]="--methods deepnet ${ADAM[*]} --freeze layernorm"
   [adam_deepnet_adam_frozen_ln]="--methods deepnet_adam ${ADAM[*]} --freeze layernorm"
-  # the remedy, and its baselines not in the table
+  # the LayerNorm learning-rate multiplier, and the runs without it that it is compared with
   [adam_deepnet_adam]="--methods deepnet_adam ${ADAM[*]}"
   [adam_deepnet_adam_ln_lr]="--methods deepnet_adam ${ADAM[*]} REMEDY"
   [sgd_deepnet_ln_lr]="--methods deepnet ${SGD[*]} REMEDY"
