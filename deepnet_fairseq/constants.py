@@ -6,7 +6,7 @@ weights of ``G`` (ffn, v_proj, out_proj) start from Xavier-normal with gain ``be
 
 Figure 2's formulas (``FIGURE_2``) and their values at the reference depths are printed by
 ``python -m deepnet_fairseq.constants``; docs/design.md shows that output, and the docs test
-keeps it current. tests/test_constants.py pins every row against values written by hand.
+keeps it current. tests/unit/test_constants.py pins every row against values written by hand.
 N is the number of encoder layers and M the number of decoder layers.
 
 This module is pure (no torch, no fairseq) so that the formulas can be read and tested alone.
@@ -103,7 +103,7 @@ def decoder_only(decoder_layers: int) -> DeepNormConstants:
 #
 # Seed analysis: Su Jianlin, "What is so hard about training a 1000-layer Transformer?"
 # (kexue.fm/archives/8978, 2022). We write down the assumptions we use and our extension to
-# encoder-decoder models; the formulas below are pinned by tests/test_methods.py.
+# encoder-decoder models; the formulas below are pinned by tests/unit/test_methods.py.
 #
 # Assumptions, for a Post-LN stack of L sub-layers x <- LN(alpha x + F(x)) whose branch F has
 # weights drawn with Xavier gain lambda:

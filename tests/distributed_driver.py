@@ -1,4 +1,4 @@
-"""Several fairseq-train runs in one torchrun launch (tests/test_distributed.py).
+"""Several fairseq-train runs in one torchrun launch (tests/slow/test_distributed.py).
 
     torchrun --nproc_per_node 2 tests/distributed_driver.py RUNS.json
 

@@ -23,7 +23,7 @@ Decision: the receiving ranks keep the weights-only unpickler, and only while fa
 such a broadcast buffer (``_broadcast_object_slow``, the one function that does) a fixed,
 short list of classes is allowed in addition: ``broadcast_globals()``, found by listing the
 globals of the pickle of a real broadcast state (``torch.serialization.
-get_unsafe_globals_in_checkpoint``; ``tests/test_distributed.py`` checks the list against one).
+get_unsafe_globals_in_checkpoint``; ``tests/slow/test_distributed.py`` checks the list against one).
 They are OmegaConf's own container and node classes with their metadata, the ``typing.Any``
 and builtin types that metadata names, ``collections.defaultdict`` (OmegaConf's resolver
 cache) and fairseq's ``_TensorPlaceholder`` (the index of a tensor sent separately). None of

@@ -3,6 +3,7 @@ here (the cheap ones, and every recipe command as its --dry-run) or named in DOC
 the test that runs it; the generated methods table is current; relative links resolve."""
 
 import ast
+import glob
 import os
 import re
 import shlex
@@ -218,6 +219,21 @@ def test_constants_table_is_generated_from_the_module():
 
 def _anchor(heading):
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_test_the_project_names_exists():
+    """A test named in the docs, the code or the results (``tests/LAYER/test_x.py[::name]``)
+    exists: moved or renamed, its mentions follow."""
+    named = re.compile(r"tests/[\w/]*test_\w+\.py(?:::\w+)?")
+    sources = DOCS + sorted(glob.glob(os.path.join(REPO, "deepnet_fairseq", "**", "*.py"),
+                                      recursive=True)) + sorted(
+        glob.glob(os.path.join(REPO, "results", "**", "README.md"), recursive=True))
+    missing = []
+    for path in sources:
+        with open(os.path.join(REPO, path), encoding="utf-8") as f:
+            missing += [f"{os.path.relpath(path, REPO)}: {reference}"
+                        for reference in named.findall(f.read()) if not _test_exists(reference)]
+    assert not missing, "tests named that do not exist:\n" + "\n".join(missing)
 
 
 @pytest.mark.parametrize("path", DOCS)

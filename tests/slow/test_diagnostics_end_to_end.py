@@ -78,7 +78,7 @@ def test_depth_study_writes_table_and_plot_and_reuses_runs(tmp_path):
 
 
 def test_figure5_script_runs_a_row_and_refuses_an_unknown_one(tmp_path):
-    """scripts/figure5/run.sh as docs/figure5.md shows it, one row at tiny depth."""
+    """scripts/figure5/run.sh as docs/findings.md shows it, one row at tiny depth."""
     env = dict(os.environ, OUT=str(tmp_path), DEPTHS="2,3", SEEDS="1")
     script = os.path.join(REPO, "scripts", "figure5", "run.sh")
     proc = subprocess.run(["bash", script, "sgd_deepnet_ln_lr"], env=env, capture_output=True,
