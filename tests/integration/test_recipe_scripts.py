@@ -11,11 +11,9 @@ import torch
 
 from support import REPO
 
-
 SCRIPTS = sorted(glob.glob(os.path.join(REPO, "scripts", "*", "*.sh")))
-
-
-RECIPES = [s for s in SCRIPTS if os.path.basename(os.path.dirname(s)) in ("wmt17", "opus100", "iwslt14")]
+RECIPES = [s for s in SCRIPTS
+           if os.path.basename(os.path.dirname(s)) in ("wmt17", "opus100", "iwslt14")]
 GPU_CHECK = os.path.join(REPO, "benchmarks", "gpu_check.sh")
 
 
