@@ -153,6 +153,15 @@ def fairseq_train(argv: Sequence[str]) -> str:
     return log.getvalue()
 
 
+def process_cmdline(pid: int) -> str:
+    """A process's command line from /proc ("" for what is not a live process)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
     try:
@@ -192,6 +201,23 @@ def load_model(path):
 
     [model], _, _ = checkpoint_utils.load_model_ensemble_and_task([str(path)])
     return model
+
+
+def assert_decodes_incrementally_as_in_one_pass(model, task):
+    """The decoder run step by step (fairseq's incremental state, as beam search runs it) gives
+    the full forward's outputs at every real target position of a toy batch."""
+    model.eval()
+    net = sample_batch(task)["net_input"]
+    with torch.no_grad():
+        full = model(**net)[0]
+        encoder_out = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
+        state, steps, prev = {}, [], net["prev_output_tokens"]
+        for t in range(prev.size(1)):
+            steps.append(model.decoder(prev[:, : t + 1], encoder_out=encoder_out,
+                                       incremental_state=state)[0][:, -1])
+    real = prev.ne(task.target_dictionary.pad())  # padded positions attend differently
+    assert real.sum() > prev.size(0)
+    assert torch.allclose(torch.stack(steps, 1)[real], full[real], atol=1e-5)
 
 
 def decoder_outputs(model, batch):

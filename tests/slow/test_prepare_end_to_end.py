@@ -9,16 +9,7 @@ import time
 
 from deepnet_fairseq.recipes import prepare
 from release_server import lines, multi30k, tgz
-from support import REPO
-
-
-def _cmdline(pid):
-    """A process's command line from /proc ("" for what is not a live process)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""
+from support import REPO, process_cmdline
 
 
 def run_prepare(dataset, work, **env):
@@ -138,7 +129,7 @@ def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(t
     rest = proc.stderr.read()
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM, "".join(seen) + rest
     assert "stopped by SIGTERM; run it again to resume" in rest
-    left = [line for line in map(_cmdline, filter(str.isdigit, os.listdir("/proc")))
+    left = [line for line in map(process_cmdline, filter(str.isdigit, os.listdir("/proc")))
             if str(tmp_path) in line]
     assert left == [], f"processes left behind: {left}"
     data = tmp_path / "data"
@@ -176,7 +167,7 @@ def test_opus100_pairs_binarised_at_once_stop_on_sigterm_and_match_one_worker(tm
     assert proc.wait(timeout=60) == 128 + signal.SIGTERM, "".join(seen) + rest
     left = [pid for pid in filter(str.isdigit, os.listdir("/proc"))
             if _environ_has(pid, f"DEEPNET_WORK={work}")]
-    assert left == [], f"processes left behind: {list(map(_cmdline, left))}"
+    assert left == [], f"processes left behind: {list(map(process_cmdline, left))}"
     assert not (work / "data" / "bin").exists()
     rerun = subprocess.run(["bash", script], capture_output=True, text=True, env=env, cwd=REPO)
     assert rerun.returncode == 0, rerun.stderr[-3000:]

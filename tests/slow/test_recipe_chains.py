@@ -22,7 +22,7 @@ import pytest
 
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes import curves
-from support import REPO, process_alive
+from support import REPO, process_alive, process_cmdline
 
 
 MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
@@ -232,7 +232,7 @@ def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
         time.sleep(0.5)
     assert last.exists(), ("no checkpoint before the kill (exit status "
                            f"{first.poll()}):\n{(tmp_path / 'first.log').read_text()[-3000:]}")
-    trainers = [pid for pid in _all_pids() if str(out) in _cmdline(pid) and pid != first.pid]
+    trainers = [pid for pid in _all_pids() if str(out) in process_cmdline(pid) and pid != first.pid]
     first.kill()
     first.wait()
     deadline = time.time() + 30
@@ -253,10 +253,3 @@ def test_a_killed_quickstart_leaves_no_orphan_and_resumes(tmp_path):
 def _all_pids():
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return ""

@@ -14,7 +14,10 @@ import torch
 
 from deepnet_fairseq import constants, methods
 from deepnet_fairseq.nn.initialization import BETA_GAIN_ROLES, ROLES, deepnorm_init_
-from support import NARROW, REPO, USER_DIR, WIDE, build, fairseq_train, sample_batch
+from support import (
+    NARROW, REPO, USER_DIR, WIDE, assert_decodes_incrementally_as_in_one_pass, build,
+    fairseq_train, sample_batch,
+)
 
 
 # method -> the sum of sub-layer i: f(layer, i, skip x, branch G), written from each paper's rule
@@ -228,17 +231,7 @@ def test_newer_methods_decode_incrementally_as_in_one_pass(toy_data, name):
     """Their hooks (Sub-LN's out_proj, Peri-LN's cross-attention) and B2T's saved layer input
     give the same step-by-step decoder output as the full forward."""
     model, task, _ = build(toy_data, *methods.get(name).train_args(4, 4)[1:], *NARROW)
-    model.eval()
-    net = sample_batch(task)["net_input"]
-    with torch.no_grad():
-        full = model(**net)[0]
-        enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
-        state, steps, prev = {}, [], net["prev_output_tokens"]
-        for t in range(prev.size(1)):
-            steps.append(model.decoder(prev[:, : t + 1], encoder_out=enc,
-                                       incremental_state=state)[0][:, -1])
-    real = prev.ne(task.target_dictionary.pad())
-    assert torch.allclose(torch.stack(steps, 1)[real], full[real], atol=1e-5)
+    assert_decodes_incrementally_as_in_one_pass(model, task)
 
 
 # --- DeepNorm's init: the distribution, not only the scale ------------------------------------

@@ -9,7 +9,9 @@ import torch.nn as nn
 
 from deepnet_fairseq import constants, methods
 from deepnet_fairseq.nn.method_layers import linears
-from support import NARROW, WIDE, build, sample_batch, width_args
+from support import (
+    NARROW, WIDE, assert_decodes_incrementally_as_in_one_pass, build, sample_batch, width_args,
+)
 
 
 def xavier_std(weight, gain=1.0):
@@ -83,17 +85,7 @@ def test_incremental_decoding_equals_full_decoding(toy_data, name):
         for n, p in model.named_parameters():
             if n.endswith(("resweight", "multiplier", "omega_delta", "c_attn", "weights")):
                 p.add_(0.1 * torch.rand_like(p))
-    model.eval()
-    net = sample_batch(task)["net_input"]
-    with torch.no_grad():
-        full = model(**net)[0]
-        enc = model.encoder(net["src_tokens"], src_lengths=net["src_lengths"])
-        state, steps, prev = {}, [], net["prev_output_tokens"]
-        for t in range(prev.size(1)):
-            steps.append(model.decoder(prev[:, : t + 1], encoder_out=enc,
-                                       incremental_state=state)[0][:, -1])
-    real = prev.ne(task.target_dictionary.pad())
-    assert torch.allclose(torch.stack(steps, 1)[real], full[real], atol=1e-5)
+    assert_decodes_incrementally_as_in_one_pass(model, task)
 
 
 # --- Post-LN and Pre-LN under the plugin's naming ------------------------------------------

@@ -11,7 +11,9 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from deepnet_fairseq import constants
 from deepnet_fairseq.nn.initialization import BETA_GAIN_ROLES, UNIT_GAIN_ROLES, deepnorm_init_
 from deepnet_fairseq.nn.method_layers import DeepNormDecoderLayer, DeepNormEncoderLayer
-from support import NARROW, WIDE, build, sample_batch, train
+from support import (
+    NARROW, WIDE, assert_decodes_incrementally_as_in_one_pass, build, sample_batch, train,
+)
 
 
 # Wide enough that a weight's sample std is within about 1% of its expected value.
@@ -130,23 +132,7 @@ def test_alpha_one_with_fairseq_weights_equals_fairseq_post_ln(toy_data):
 def test_incremental_decoding_equals_full_decoding(toy_data):
     model, task, _ = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3,
                            "--decoder-layers", 3)
-    model.eval()
-    batch = sample_batch(task)
-    net_input = batch["net_input"]
-    with torch.no_grad():
-        full = model(**net_input)[0]
-        encoder_out = model.encoder(net_input["src_tokens"], src_lengths=net_input["src_lengths"])
-        state = {}
-        steps = []
-        prev = net_input["prev_output_tokens"]
-        for t in range(prev.size(1)):
-            out, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out,
-                                   incremental_state=state)
-            steps.append(out[:, -1])
-    incremental = torch.stack(steps, dim=1)
-    real = prev.ne(task.target_dictionary.pad())  # padded positions attend differently
-    assert real.sum() > prev.size(0)
-    assert torch.allclose(incremental[real], full[real], atol=1e-5)
+    assert_decodes_incrementally_as_in_one_pass(model, task)
 
 
 def test_save_then_load_through_fairseq_gives_identical_outputs(toy_data, tmp_path):
