@@ -250,9 +250,13 @@ _DECLARED = (
                "mix_ln_ratio", 0.25, "Mix-LN's alpha in [0, 1): the lowest floor(alpha L) "
                "layers of each stack are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25)"),)),
     # last sub-layer: LN(h + G(h) + x), x the layer's input
-    Method("b2t", "Post-LN; the layer input is added again before its last LN",
+    Method("b2t", "Post-LN; the layer input is added again before its last LN; weights x L^(-1/2)",
            "Takase et al. 2023 (B2T connection, arXiv 2206.00330; takase/b2t_connection)",
            "post", layers="B2T", family="after 2022"),
+    # x <- LN(x + g), d <- d + g per sub-layer; the stack's output x + LN(d)
+    Method("resi_dual", "Post-LN stream + dual stream d of the summed branches; out x + LN(d)",
+           "Xie et al. 2023 (ResiDual, arXiv 2304.14802; microsoft/ResiDual)", "post",
+           layers="ResiDual", family="after 2022"),
 )
 
 METHODS: Dict[str, Method] = {}

@@ -6,8 +6,8 @@ A method is a small mixin over fairseq's own layers (``TransformerEncoderLayerBa
 constructor, before fairseq wraps the layer for activation checkpointing / FSDP (the init rule),
 and where it must, swaps a sub-module (LayerNorm -> identity) or adds one through a forward hook.
 Two rules touch the forward, minimally: those with a parameter per sub-layer (Admin, R-Fixup)
-reset a sub-layer counter at its start (``PerSublayer``), and DLCL, the one method that changes
-what flows between layers, replaces the layer's input and output around fairseq's forward.
+reset a sub-layer counter at its start (``PerSublayer``), and the two that pass state between
+layers (DLCL, ResiDual: ``StackState``) wrap fairseq's forward of the first and last layers.
 
 fairseq's layers compute, per sub-layer, ``x = LN(residual_connection(dropout(G(x)), residual))``
 (Post-LN) or ``x = residual_connection(dropout(G(LN(x))), residual)`` (Pre-LN); tensors are
@@ -535,28 +535,39 @@ class LayerAggregation(nn.Module):
         return sum(w * y for w, y in zip(weights, self.outputs))
 
 
-@layer_rule
-class DLCL(MethodLayer):
-    """DLCL (Wang et al. 2019): Pre-LN layers whose input is ``LayerAggregation.combine`` of all
-    earlier outputs. This is the one method that changes what flows between layers, so it wraps
-    the layer's forward (fairseq's stack loop is kept): layer 1 resets the stack's aggregation
-    and stores y_0; each layer replaces its input by the combination and stores its output; the
-    last layer returns the final combination. Not combinable with --checkpoint-activations."""
+class StackState(MethodLayer):
+    """Base of the rules whose layers pass state to the later layers of their stack outside
+    fairseq's ``x`` (DLCL's aggregation, ResiDual's dual stream): the state lives on the stack
+    (``stack_built``), so a checkpointed layer would recompute it without its graph and a
+    dropped layer would break the chain. ``state_name`` names it in the errors."""
+
+    state_name = "the stack's state"
 
     @classmethod
     def validate(cls, args, method, stacks=ENCODER_DECODER):
         super().validate(args, method, stacks)
         if getattr(args, "checkpoint_activations", False):
             raise ValueError(
-                f"--checkpoint-activations cannot be used with --arch {args.arch}: DLCL's layer "
-                f"aggregation passes every layer's output to the later layers outside the "
+                f"--checkpoint-activations cannot be used with --arch {args.arch}: "
+                f"{cls.state_name} passes every layer's output to the later layers outside the "
                 f"checkpointed forward. Drop the flag (or reduce --max-tokens).")
         for side in stacks:
             if getattr(args, f"{side}_layerdrop", 0) or getattr(args, f"{side}_layers_to_keep",
                                                                    None):
                 raise ValueError(
                     f"--{side}-layerdrop / --{side}-layers-to-keep cannot be used with --arch "
-                    f"{args.arch}: DLCL's aggregation weights are defined over all layers.")
+                    f"{args.arch}: {cls.state_name} is defined over all layers.")
+
+
+@layer_rule
+class DLCL(StackState):
+    """DLCL (Wang et al. 2019): Pre-LN layers whose input is ``LayerAggregation.combine`` of all
+    earlier outputs. It changes what flows between layers, so it wraps
+    the layer's forward (fairseq's stack loop is kept): layer 1 resets the stack's aggregation
+    and stores y_0; each layer replaces its input by the combination and stores its output; the
+    last layer returns the final combination. Not combinable with --checkpoint-activations."""
+
+    state_name = "DLCL's layer aggregation"
 
     def setup(self, cfg):
         if not self.normalize_before:
@@ -745,8 +756,16 @@ class B2T(PerSublayer):
     """B2T connection (Takase et al. 2023, arXiv 2206.00330; takase/b2t_connection): Post-LN
     whose last sub-layer (the FFN) also adds the layer's input, skipping the layer's
     intermediate LayerNorms: encoder ``LN2(h + FFN(h) + x)`` with ``h = LN1(x + Attn(x))``; in
-    the decoder the input skips both the self- and cross-attention LNs. Init: fairseq's; we
-    know of no rescaled init prescribed by the paper (not checked against its code)."""
+    the decoder the input skips both the self- and cross-attention LNs. Init: every weight
+    matrix of the layer (attention and FFN, cross-attention too) is fairseq's draw times
+    L^(-1/2), L the depth of the layer's stack, biases untouched: the authors' rescaled init
+    (``rescaling_init`` in their modules/transformer_layer.py, applied with the connection)."""
+
+    def setup(self, cfg):
+        self.init_scale = self.depth ** -0.5
+        with torch.no_grad():
+            for linear in linears(self).values():
+                linear.weight.mul_(self.init_scale)
 
     def sublayer_residual(self, i, x, residual):
         if i == 0:
@@ -756,3 +775,58 @@ class B2T(PerSublayer):
             out = out + self._layer_input
             self._layer_input = None
         return out
+
+
+class DualStream(nn.Module):
+    """ResiDual's second residual stream of one stack: ``value`` is the running sum d of the
+    stack input and every branch output of the forward in progress (set by the first layer,
+    released by the last), ``norm`` the LayerNorm applied to it at the top. eps 1e-7 as the
+    authors' code builds it."""
+
+    def __init__(self, embed_dim: int):
+        super().__init__()
+        self.norm = LayerNorm(embed_dim, eps=1e-7)
+        self.value = None
+
+
+@layer_rule
+class ResiDual(StackState):
+    """ResiDual (Xie et al. 2023, arXiv 2304.14802; microsoft/ResiDual): Post-LN layers, and
+    beside their stream a dual stream that sums the raw branch outputs. Per sub-layer, with
+    g = dropout(G(x)): ``x <- LN(x + g)`` (fairseq's Post-LN sub-layer) and ``d <- d + g``
+    (``residual_connection``); both start at the stack input, and the stack's output is
+    ``x + LN(d)`` (added by the last layer). The decoder's cross-attention is one more sub-layer
+    with the same rule, as in the authors' code; weights keep fairseq's init. Choices, the
+    authors' defaults: the scale of the branch outputs on the dual stream and the weight of x
+    in the output (their --*-res-input-norm-scale and --*-alpha) are 1 and not options."""
+
+    state_name = "ResiDual's dual stream"
+
+    def setup(self, cfg):
+        if self.normalize_before:
+            raise ValueError("ResiDual is built from Post-LN layers")
+
+    @classmethod
+    def stack_built(cls, stack):
+        # the stack owns (and saves) the stream's LayerNorm; each layer holds a plain reference
+        side = "decoder" if isinstance(stack, TransformerDecoderBase) else "encoder"
+        stack.dual_stream = DualStream(getattr(stack.cfg, side).embed_dim)
+        for layer in stack.layers:
+            layer.__dict__["dual_stream"] = stack.dual_stream
+
+    def forward(self, x, *args, **kwargs):
+        stream = self.dual_stream
+        if self.index == 1:
+            stream.value = x
+        out = super().forward(x, *args, **kwargs)
+        if self.index == self.depth:
+            y = out[0] if isinstance(out, tuple) else out
+            y = y + stream.norm(stream.value)
+            stream.value = None  # do not keep the activations alive after the forward
+            out = (y, *out[1:]) if isinstance(out, tuple) else y
+        return out
+
+    def residual_connection(self, x, residual):
+        # x: the branch output after dropout, residual: the Post-LN stream's input
+        self.dual_stream.value = self.dual_stream.value + x
+        return residual + x

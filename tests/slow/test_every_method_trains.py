@@ -15,8 +15,8 @@ from support import USER_DIR, fairseq_train, width_args
 # the compared methods, plus the optimizer-aware form that changes the layer placement
 CLI_METHODS = ["post_ln", "pre_ln", "ds_init", "admin", "rezero", "r_fixup", "t_fixup", "dlcl",
                "normformer", "lipschitz", "deepnet_pre_ln_adam",
-               "subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t"]
-# half the tiny width: 17 methods x 3 updates
+               "subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual"]
+# half the tiny width: 18 methods x 3 updates
 HALF_TINY = width_args(1 / 2)
 COMMON = ["--user-dir", USER_DIR, "--cpu", "--optimizer", "adam", "--lr", "1e-3",
           "--max-update", "3", "--max-tokens", "400", "--log-format", "simple",
@@ -49,7 +49,8 @@ LAYER_CLASS = {"post_ln": "TransformerEncoderLayerBase", "pre_ln": "TransformerE
                "deepnet_pre_ln_adam": "DeepNormEncoderLayer",
                "subln": "SubLNEncoderLayer", "peri_ln": "PeriLNEncoderLayer",
                "ln_scaling": "LNScalingEncoderLayer", "dyt": "DyTEncoderLayer",
-               "mix_ln": "MixLNEncoderLayer", "b2t": "B2TEncoderLayer"}
+               "mix_ln": "MixLNEncoderLayer", "b2t": "B2TEncoderLayer",
+               "resi_dual": "ResiDualEncoderLayer"}
 
 
 @pytest.mark.parametrize("task,arch,extra", [

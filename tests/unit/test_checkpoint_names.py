@@ -18,7 +18,7 @@ from support import REPO, build
 
 # every --arch the plugin registers -> its registered model
 _PER_METHOD = ("admin", "b2t", "dlcl", "ds_init", "dyt", "lipschitz", "ln_scaling", "mix_ln",
-               "normformer", "peri_ln", "r_fixup", "rezero", "subln", "t_fixup")
+               "normformer", "peri_ln", "r_fixup", "resi_dual", "rezero", "subln", "t_fixup")
 ARCHS = {
     **{arch: f"{name}_transformer" for name in _PER_METHOD
        for arch in (f"{name}_transformer", f"{name}_transformer_tiny")},
@@ -70,6 +70,9 @@ KEYS = {
     "normformer_transformer_tiny": TRANSFORMER + FINAL_NORMS + _each_layer(
         "attn_ln.bias", "attn_ln.weight", "c_attn", "ffn_layernorm.bias",
         "ffn_layernorm.weight"),
+    # added after the refactor: its names as first released, kept from then on
+    "resi_dual_transformer_tiny": TRANSFORMER + [
+        f"{side}.dual_stream.norm.{t}" for side in ("encoder", "decoder") for t in NORM],
     "dyt_transformer_tiny": TRANSFORMER + FINAL_NORMS
     + [f"{side}.layer_norm.alpha" for side in ("encoder", "decoder")]
     + _each_layer("self_attn_layer_norm.alpha", "final_layer_norm.alpha")

@@ -42,8 +42,9 @@ RESIDUAL_FORMS = {
     "mix_ln": lambda layer, i, x, g: x + g,
     "b2t": lambda layer, i, x, g: x + g,  # + the layer's input at the last sub-layer, below
 }
-# DLCL's layers are Pre-LN layers fed by the stack's aggregation: tests/test_methods.py checks
-# that combination by hand.
+# DLCL's layers are Pre-LN layers fed by the stack's aggregation: tests/unit/test_methods.py
+# checks that combination by hand. ResiDual's dual stream spans the stack: its whole stack by
+# hand is below.
 
 
 def _layer_norm(module, h):
@@ -226,10 +227,101 @@ def test_mix_ln_is_post_ln_in_the_lowest_quarter_of_each_stack(toy_data, side):
     assert [layer.normalize_before for layer in half.encoder.layers] == [False] * 3 + [True] * 3
 
 
-@pytest.mark.parametrize("name", ["subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t"])
+def test_b2t_init_is_fairseqs_times_the_inverse_square_root_of_the_stack_depth(toy_data):
+    """B2T's rescaled init (takase/b2t_connection, ``rescaling_init``, read 2026-11-24): every
+    weight of a layer, attention (cross-attention too) and FFN, is Post-LN's draw times
+    L^(-1/2), L = N in the encoder and M in the decoder; biases and LayerNorms untouched."""
+    n, m = 4, 9
+    b2t, _, _ = build(toy_data, "b2t_transformer_tiny", "--encoder-layers", n,
+                      "--decoder-layers", m, seed=5)
+    post, _, _ = build(toy_data, "post_ln_transformer_tiny", "--encoder-layers", n,
+                       "--decoder-layers", m, seed=5)  # the same draws
+    for side, depth in (("encoder", n), ("decoder", m)):
+        checked = 0
+        for ours, ref in zip(getattr(b2t, side).layers, getattr(post, side).layers):
+            theirs = dict(ref.named_parameters())
+            for name, p in ours.named_parameters():
+                is_matrix = name.endswith("weight") and "layer_norm" not in name
+                factor = depth ** -0.5 if is_matrix else 1.0
+                assert torch.allclose(p, theirs[name] * factor), (side, name)
+                checked += is_matrix
+        assert checked == depth * (10 if side == "decoder" else 6)  # q, k, v, out (x2), fc1, fc2
+
+
+def resi_dual_stack_by_hand(stack, x, encoder_out=None):
+    """ResiDual (Xie et al. 2023, Eq. 2-3): per sub-layer g = G(x_a), x_a <- LN(x_a + g),
+    x_d <- x_d + g, both streams starting at the stack input; output x_a + LN(x_d). Eval mode:
+    no dropout. Written from the paper and the authors' resi_dual_layers.py, from the layers'
+    sub-modules, not from the rule."""
+    t = x.size(0)
+    causal = torch.triu(torch.full((t, t), float("-inf")), 1) if encoder_out is not None else None
+    stream, dual = x, x
+    for layer in stack.layers:
+        branches = [(layer.self_attn_layer_norm, lambda q: layer.self_attn.forward(
+            query=q, key=q, value=q, attn_mask=causal, need_weights=False)[0])]
+        if encoder_out is not None:
+            branches.append((layer.encoder_attn_layer_norm, lambda q: layer.encoder_attn.forward(
+                query=q, key=encoder_out, value=encoder_out, static_kv=True,
+                need_weights=False)[0]))
+        branches.append((layer.final_layer_norm, lambda q: _ffn_branch(layer, q)))
+        for norm, branch in branches:
+            g = branch(stream)
+            dual = dual + g
+            stream = _layer_norm(norm, stream + g)
+    return stream + _layer_norm(stack.dual_stream.norm, dual)
+
+
+@pytest.mark.parametrize("side", ["encoder", "decoder"])
+def test_resi_dual_stack_equals_its_two_streams_written_by_hand(toy_data, side):
+    """The whole stack (the dual stream spans it) through fairseq's own stack forward: the
+    Post-LN stream, the dual sum of raw branch outputs over every sub-layer of every layer,
+    and x + LN(d) on top; the dual stream's LayerNorm moved off its start so it is visible."""
+    model, task, _ = build(toy_data, *methods.get("resi_dual").train_args(3, 4)[1:], *NARROW)
+    model.eval()
+    stack = getattr(model, side)
+    assert not any(layer.normalize_before for layer in stack.layers)
+    assert stack.layer_norm is None  # Post-LN layers: fairseq adds no final LN of its own
+    with torch.no_grad():
+        stack.dual_stream.norm.weight.add_(torch.rand_like(stack.dual_stream.norm.weight))
+        stack.dual_stream.norm.bias.normal_()
+    inputs = []  # the stack input, as fairseq hands it to layer 1
+    stack.layers[0].register_forward_pre_hook(lambda module, args: inputs.append(args[0]))
+    src = torch.tensor([[5, 6, 7, 8, 9, 2]])  # one sentence: no padding in the attention
+    prev = torch.tensor([[2, 10, 11, 12, 13]])
+    with torch.no_grad():
+        encoder_out = model.encoder(src, src_lengths=torch.tensor([6]))
+        if side == "encoder":
+            actual = encoder_out["encoder_out"][0]
+            expected = resi_dual_stack_by_hand(stack, inputs[0])
+        else:
+            features = model.decoder(prev, encoder_out=encoder_out, features_only=True)[0]
+            actual = features.transpose(0, 1)
+            expected = resi_dual_stack_by_hand(stack, inputs[-1],
+                                               encoder_out=encoder_out["encoder_out"][0])
+        # without the dual stream the output differs: the reference can fail
+        assert not torch.allclose(expected, _plain_post_ln(stack, inputs[-1], side,
+                                                           encoder_out), atol=1e-3)
+    assert torch.allclose(actual, expected, atol=1e-5), (actual - expected).abs().max()
+    assert stack.dual_stream.value is None  # no activations kept after the forward
+
+
+def _plain_post_ln(stack, x, side, encoder_out):
+    """The same layers as plain Post-LN (the stream alone), to show the reference is sensitive."""
+    h = x
+    for layer in stack.layers:
+        if side == "encoder":
+            h = hand_written(layer, methods.get("post_ln"), h)
+        else:
+            h = hand_written(layer, methods.get("post_ln"), h,
+                             encoder_out=encoder_out["encoder_out"][0])
+    return h
+
+
+@pytest.mark.parametrize("name", ["subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t",
+                                  "resi_dual"])
 def test_newer_methods_decode_incrementally_as_in_one_pass(toy_data, name):
-    """Their hooks (Sub-LN's out_proj, Peri-LN's cross-attention) and B2T's saved layer input
-    give the same step-by-step decoder output as the full forward."""
+    """Their hooks (Sub-LN's out_proj, Peri-LN's cross-attention), B2T's saved layer input and
+    ResiDual's dual stream give the same step-by-step decoder output as the full forward."""
     model, task, _ = build(toy_data, *methods.get(name).train_args(4, 4)[1:], *NARROW)
     assert_decodes_incrementally_as_in_one_pass(model, task)
 

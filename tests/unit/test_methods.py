@@ -51,7 +51,7 @@ def test_registry_lists_every_compared_method_and_the_optimizer_aware_forms():
                 "dlcl", "normformer", "lipschitz", "deepnet"}
     forms = {f"deepnet_{form}" for form in constants.CONSTANT_FORMS if form != "paper"}
     layer_norm_lr = {"deepnet_ln", "deepnet_adam_ln"}  # the LayerNorm lr remedy as methods
-    after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t"}  # since 2022
+    after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual"}  # since 2022
     assert set(methods.METHODS) == compared | forms | layer_norm_lr | after_deepnet
     assert methods.get("rezero").train_args(4, 3) == [
         "--arch", "rezero_transformer", "--encoder-layers", "4", "--decoder-layers", "3"]
@@ -409,6 +409,9 @@ def test_post_ln_archs_for_export_come_from_the_declarations():
     ("admin_transformer_tiny", ["--decoder-normalize-before"], "Post-LN method"),
     ("rezero_transformer_tiny", ["--encoder-normalize-before"], "without LayerNorm"),
     ("dlcl_transformer_tiny", ["--checkpoint-activations"], "DLCL's layer aggregation"),
+    ("resi_dual_transformer_tiny", ["--checkpoint-activations"], "ResiDual's dual stream"),
+    ("resi_dual_transformer_tiny", ["--decoder-layerdrop", "0.1"], "ResiDual's dual stream"),
+    ("resi_dual_transformer_tiny", ["--encoder-normalize-before"], "Post-LN method"),
     ("ds_init_transformer_tiny", ["--ds-init-alpha", "1.5"], "ds-init-alpha"),
     ("deepnet_transformer_tiny", ["--deepnorm-constants", "pre_ln_adam",
                                   "--deepnorm-encoder-alpha", "2"], "no skip-path scale"),
