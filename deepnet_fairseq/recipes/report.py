@@ -15,6 +15,11 @@ Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged
 * ``by_group.png`` (runs of more than one group of methods): a column per group, BLEU and the
   last validation loss against depth, DeepNet as the grey reference in each.
 
+Runs of one method and depth with different seeds (``--seed`` in their ``command.sh``) share a
+cell: the mean BLEU and the spread (sample standard deviation over the seeds that trained), the
+number of seeds and of those that diverged or ignore their source; the plots draw the mean with
+the spread as an error bar. ``results.csv`` keeps one row per run, with its seed.
+
 The table's BLEU is the paper's metric: tokenized BLEU with compound splitting for WMT-17,
 detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14.
 """
@@ -25,6 +30,8 @@ import io
 import json
 import math
 import os
+import re
+import statistics
 import sys
 from typing import Dict, List, Optional
 
@@ -34,7 +41,7 @@ from .paper import NOTES, PAPER, lookup
 
 MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
-           "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
+           "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
            "distinct_share", "last_valid_loss", "num_updates", "reason", "signature"]
 
 
@@ -43,6 +50,16 @@ def _read(path: str) -> Optional[Dict]:
         return None
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
+
+
+def seed_of(run_dir: str) -> str:
+    """The run's --seed, read from the command it ran (``command.sh``); "" if it has none."""
+    path = os.path.join(run_dir, "command.sh")
+    if not os.path.isfile(path):
+        return ""
+    with open(path, encoding="utf-8") as handle:
+        found = re.search(r"--seed\s+(\d+)", handle.read())
+    return found.group(1) if found else ""
 
 
 def collect(dataset: str, runs_dir: str) -> List[Dict]:
@@ -60,6 +77,7 @@ def collect(dataset: str, runs_dir: str) -> List[Dict]:
         row.update(dataset=dataset, run=name, method=status["method"],
                    label=status.get("label") or status["method"], encoder_layers=n,
                    decoder_layers=m, layers=n + m, status=status["status"],
+                   seed=seed_of(os.path.join(runs_dir, name)),
                    reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
                    last_valid_loss=status.get("last_valid_loss"))
         if row["status"] == "ok" and not evaluation:
@@ -106,15 +124,51 @@ def fits(rows: List[Dict]) -> Dict[str, tuple]:
     return {label: fit for label, pts in by_label.items() if (fit := fit_log(pts))}
 
 
-def _cell(row: Optional[Dict]) -> str:
-    """A table cell: the BLEU of an ok run (marked when the model ignores its source), or the
-    status of one that did not finish (diverged, failed)."""
-    if row is None:
+def _ignores(row: Dict) -> bool:
+    return row["status"] == "ok" and row["distinct_share"] != "" and ignores_source(row)
+
+
+def by_cell(rows: List[Dict]) -> Dict[tuple, List[Dict]]:
+    """(label, N, M) -> the runs of that method and depth, one per seed."""
+    cells: Dict[tuple, List[Dict]] = {}
+    for row in rows:
+        cells.setdefault((row["label"], row["encoder_layers"], row["decoder_layers"]), []).append(row)
+    return cells
+
+
+def bleu_spread(runs: List[Dict]):
+    """(mean, sample standard deviation or None with one, count) of the BLEU of the runs that
+    trained (status ok); None when none did."""
+    values = [float(r["bleu"]) for r in runs if r["status"] == "ok" and r["bleu"] != ""]
+    if not values:
+        return None
+    spread = statistics.stdev(values) if len(values) > 1 else None
+    return statistics.fmean(values), spread, len(values)
+
+
+def _cell(runs: Optional[List[Dict]]) -> str:
+    """A table cell. One run: its BLEU (marked when the model ignores its source), or the status
+    of a run that did not finish (diverged, failed). Several seeds: mean +- spread of those that
+    trained, how many seeds, and how many diverged/failed or ignore their source."""
+    if not runs:
         return ""
-    if row["status"] != "ok":
-        return row["status"]
-    ignoring = row["distinct_share"] != "" and ignores_source(row)
-    return f"{row['bleu']}" + (" (ignores its source)" if ignoring else "")
+    if len(runs) == 1:
+        row = runs[0]
+        if row["status"] != "ok":
+            return row["status"]
+        return f"{row['bleu']}" + (" (ignores its source)" if _ignores(row) else "")
+    notes = [f"{len(runs)} seeds"]
+    for status in sorted({r["status"] for r in runs} - {"ok"}):
+        notes.append(f"{sum(r['status'] == status for r in runs)} {status}")
+    ignoring = sum(_ignores(r) for r in runs)
+    if ignoring:
+        notes.append(f"{ignoring} {'ignores its' if ignoring == 1 else 'ignore their'} source")
+    summary = bleu_spread(runs)
+    if summary is None:
+        return f"{runs[0]['status']} ({', '.join(notes)})"
+    mean, spread, _ = summary
+    value = f"{mean:.2f}" + (f" ± {spread:.2f}" if spread is not None else "")
+    return f"{value} ({', '.join(notes)})"
 
 
 def family(label: str) -> str:
@@ -138,6 +192,13 @@ def grouped(labels):
     return sorted(groups.items(), key=lambda item: order.get(item[0], len(order)))
 
 
+def _sacrebleu(runs: List[Dict]) -> str:
+    values = [float(r["sacrebleu"]) for r in runs if r["status"] == "ok" and r["sacrebleu"] != ""]
+    if len(values) == 1:
+        return str(runs[0]["sacrebleu"] if len(runs) == 1 else values[0])
+    return f"{statistics.fmean(values):.2f}" if values else ""
+
+
 def _paper(value) -> str:
     return "" if value in ("", None) else f" (paper {value})"
 
@@ -156,7 +217,7 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
             out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L "
                        f"| {row['layers']} | {row['x_en'] if ok else ''} "
                        f"| {row['en_x'] if ok else ''} "
-                       f"| {_cell(row)}{_paper(row['paper_bleu'])} |")
+                       f"| {_cell([row])}{_paper(row['paper_bleu'])} |")
         fitted = fits(rows)
         if fitted:
             out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
@@ -165,7 +226,7 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
     else:
         depths = sorted({(r["encoder_layers"], r["decoder_layers"]) for r in rows})
         labels = sorted({r["label"] for r in rows})
-        index = {(r["label"], r["encoder_layers"], r["decoder_layers"]): r for r in rows}
+        index = by_cell(rows)
         out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
         out.append("|---|" + "---|" * len(depths))
         for group, members in grouped(labels):
@@ -174,16 +235,15 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
             for label in members:
                 cells = []
                 for n, m in depths:
-                    row = index.get((label, n, m))
-                    cells.append(_cell(row) + (_paper(row["paper_bleu"]) if row else ""))
+                    runs = index.get((label, n, m))
+                    cells.append(_cell(runs) + (_paper(runs[0]["paper_bleu"]) if runs else ""))
                 out.append(f"| {label} | " + " | ".join(cells) + " |")
         if MAIN_METRIC[dataset] != "sacrebleu":
             out.append("\nDetokenised sacreBLEU of the same runs:\n")
             out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
             out.append("|---|" + "---|" * len(depths))
             for label in labels:
-                cells = [(str(index[(label, n, m)]["sacrebleu"]) if (label, n, m) in index
-                          and index[(label, n, m)]["status"] == "ok" else "") for n, m in depths]
+                cells = [_sacrebleu(index.get((label, n, m), [])) for n, m in depths]
                 out.append(f"| {label} | " + " | ".join(cells) + " |")
     collapsed = [r for r in rows if r["status"] == "ok" and r["distinct_share"] != ""
                  and ignores_source(r)]
@@ -216,6 +276,24 @@ def write_csv(path: str, rows: List[Dict]) -> None:
     write_atomically(path, buffer.getvalue())
 
 
+def depth_points(rows: List[Dict], label: str) -> List[Dict]:
+    """The label's cells by depth, for the plots: layers, the mean BLEU and its spread (0 with
+    one seed; None where no seed trained), the mean last validation loss, and whether any seed
+    diverged or failed."""
+    points = []
+    for (name, n, m), runs in sorted(by_cell(rows).items(), key=lambda c: c[0][1] + c[0][2]):
+        if name != label:
+            continue
+        summary = bleu_spread(runs)
+        losses = [float(r["last_valid_loss"]) for r in runs
+                  if r["last_valid_loss"] not in (None, "")]
+        points.append({"layers": n + m, "bleu": summary and summary[0],
+                       "spread": (summary[1] or 0.0) if summary else None,
+                       "loss": statistics.fmean(losses) if losses else None,
+                       "bad": any(r["status"] != "ok" for r in runs)})
+    return points
+
+
 def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     import logging
 
@@ -229,11 +307,13 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     colours = {}
     for label in sorted({r["label"] for r in rows}):
-        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["layers"])
-        ok = [(r["layers"], float(r["bleu"])) for r in mine if r["status"] == "ok" and r["bleu"] != ""]
-        line, = ax.plot([d for d, _ in ok], [b for _, b in ok], "o-", label=label if ok else None)
+        points = depth_points(rows, label)
+        ok = [p for p in points if p["bleu"] is not None]
+        line = ax.errorbar([p["layers"] for p in ok], [p["bleu"] for p in ok],
+                           yerr=[p["spread"] for p in ok], fmt="o-", capsize=3,
+                           label=label if ok else None).lines[0]
         colours[label] = line.get_color()
-        bad = [r["layers"] for r in mine if r["status"] != "ok"]
+        bad = [p["layers"] for p in points if p["bad"]]
         if bad:
             ax.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
                     clip_on=False, label=f"{label}: diverged/failed")
@@ -285,15 +365,16 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
     reference = [label for label in groups.get("DeepNet", []) if label == "deepnet"]
 
     def draw(ax_bleu, ax_loss, label, **style):
-        mine = sorted((r for r in rows if r["label"] == label), key=lambda r: r["layers"])
-        ok = [r for r in mine if r["status"] == "ok" and r["bleu"] != ""]
+        points = depth_points(rows, label)
+        ok = [p for p in points if p["bleu"] is not None]
         style = {"marker": "o", "linestyle": "-", **style}  # the reference overrides the line
-        line, = ax_bleu.plot([r["layers"] for r in ok], [float(r["bleu"]) for r in ok],
-                             label=label, **style)
-        losses = [r for r in mine if r["last_valid_loss"] not in (None, "")]
-        ax_loss.plot([r["layers"] for r in losses], [float(r["last_valid_loss"]) for r in losses],
+        line = ax_bleu.errorbar([p["layers"] for p in ok], [p["bleu"] for p in ok],
+                                yerr=[p["spread"] for p in ok], capsize=3, label=label,
+                                **style).lines[0]
+        losses = [p for p in points if p["loss"] is not None]
+        ax_loss.plot([p["layers"] for p in losses], [p["loss"] for p in losses],
                      **{**style, "color": line.get_color()})
-        bad = [r["layers"] for r in mine if r["status"] != "ok"]
+        bad = [p["layers"] for p in points if p["bad"]]
         ax_bleu.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
                      clip_on=False)
 

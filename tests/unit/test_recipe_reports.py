@@ -72,8 +72,12 @@ def test_score_reads_generate_output_in_order_and_splits_compounds(tmp_path):
 
 # ---- table, CSV, plot, fit ------------------------------------------------------------------
 
-def _fake_run(runs, name, method, n, status, bleu=None, directions=None, distinct_share=0.99):
+def _fake_run(runs, name, method, n, status, bleu=None, directions=None, distinct_share=0.99,
+              seed=None):
     os.makedirs(runs / name / "eval", exist_ok=True)
+    if seed is not None:  # the report reads a run's seed from the command it ran
+        (runs / name / "command.sh").write_text(
+            f"fairseq-train data --arch x --seed {seed} --max-tokens 1024\n")
     (runs / name / "status.json").write_text(json.dumps(
         {"method": method, "encoder_layers": n, "decoder_layers": n, "status": status,
          "label": method, "reason": "" if status == "ok" else "fairseq reported: nan"}))
@@ -156,3 +160,32 @@ def test_a_table_of_many_methods_is_grouped_as_the_paper_groups_them():
     assert "| admin | 2.6 (ignores its source) |" in table
     assert "| post_ln | diverged |" in table
     assert table.index("| post_ln |") < table.index("| rezero |") < table.index("| subln |")
+
+
+def test_seeds_of_a_cell_give_its_mean_and_spread(tmp_path):
+    """Three seeds of DeepNet 6L-6L: the cell is the mean and the sample standard deviation,
+    worked out here by hand; Pre-LN with a diverged seed and one that ignores its source says
+    so; a single run keeps the plain cell; the CSV keeps every run with its seed."""
+    runs = tmp_path / "runs"
+    for seed, bleu in ((1, 11.5), (2, 12.1), (3, 10.9)):
+        _fake_run(runs, f"deepnet-6L-6L-seed{seed}", "deepnet", 6, "ok", bleu, seed=seed)
+    _fake_run(runs, "pre_ln-6L-6L", "pre_ln", 6, "ok", 11.0, seed=1)
+    _fake_run(runs, "pre_ln-6L-6L-seed2", "pre_ln", 6, "diverged", seed=2)
+    _fake_run(runs, "pre_ln-6L-6L-seed3", "pre_ln", 6, "ok", 3.0, distinct_share=0.1, seed=3)
+    _fake_run(runs, "post_ln-6L-6L", "post_ln", 6, "ok", 9.25, seed=1)
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "table.md").read_text()
+    mean = (11.5 + 12.1 + 10.9) / 3
+    sd = math.sqrt(((11.5 - mean) ** 2 + (12.1 - mean) ** 2 + (10.9 - mean) ** 2) / 2)
+    assert f"| deepnet | {mean:.2f} ± {sd:.2f} (3 seeds) (paper 27.8) |" in table
+    assert (f"| pre_ln | {(11.0 + 3.0) / 2:.2f} ± {math.sqrt(2 * 4.0 ** 2):.2f} "
+            "(3 seeds, 1 diverged, 1 ignores its source) |") in table
+    assert "| post_ln | 9.25 (paper 28.1) |" in table
+    rows = {r["run"]: r for r in report.collect("wmt17", str(runs))}
+    assert rows["deepnet-6L-6L-seed3"]["seed"] == "3" and rows["pre_ln-6L-6L"]["seed"] == "1"
+    csv_rows = (tmp_path / "out" / "results.csv").read_text().splitlines()
+    assert len(csv_rows) == 1 + 7 and ",seed," in csv_rows[0]
+    points = report.depth_points(list(rows.values()), "deepnet")
+    assert [(p["layers"], round(p["bleu"], 6), round(p["spread"], 6), p["bad"]) for p in points] \
+        == [(12, round(mean, 6), round(sd, 6), False)]
+    assert report.depth_points(list(rows.values()), "pre_ln")[0]["bad"]
