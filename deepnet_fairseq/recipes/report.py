@@ -15,6 +15,11 @@ Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged
 * ``by_group.png`` (runs of more than one group of methods): a column per group, BLEU and the
   last validation loss against depth, DeepNet as the grey reference in each.
 
+With ``--data BIN`` (a single-pair binarised directory, as the sweep passes), a run that
+trained but whose last validation loss is not below the source-blind baseline (the entropy of
+the validation targets' unigram distribution, the loss of a model that ignores its source)
+minus ``--margin`` bits is marked **stalled**, as ``deepnet-depth-study`` marks its runs.
+
 Runs of one method and depth with different seeds (``--seed`` in their ``command.sh``) share a
 cell: the mean BLEU and the spread (sample standard deviation over the seeds that trained), the
 number of seeds and of those that diverged or ignore their source; the plots draw the mean with
@@ -42,7 +47,8 @@ from .paper import NOTES, PAPER, lookup
 MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
            "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
-           "distinct_share", "last_valid_loss", "num_updates", "reason", "signature"]
+           "distinct_share", "last_valid_loss", "stalled", "num_updates", "reason", "signature"]
+DEFAULT_MARGIN = 0.5  # bits below the source-blind baseline a trained run must reach
 
 
 def _read(path: str) -> Optional[Dict]:
@@ -128,6 +134,27 @@ def _ignores(row: Dict) -> bool:
     return row["status"] == "ok" and row["distinct_share"] != "" and ignores_source(row)
 
 
+def source_blind_baseline(data: str) -> float:
+    """The unigram entropy of the validation targets of a single-pair binarised directory."""
+    from ..diagnostics.depth_study import unigram_baseline
+
+    pairs = sorted({tuple(name.split(".")[1].split("-")) for name in os.listdir(data)
+                    if name.startswith("valid.") and name.endswith(".idx")})
+    if len(pairs) != 1:
+        raise ValueError(f"--data {data}: expected the validation set of one language pair "
+                         f"(valid.SRC-TGT.*.idx), found {len(pairs)}")
+    return unigram_baseline(data, *pairs[0])
+
+
+def mark_stalled(rows: List[Dict], baseline: float, margin: float = DEFAULT_MARGIN) -> None:
+    """Set each row's ``stalled``: trained (ok) but its last validation loss not below
+    ``baseline - margin`` bits."""
+    for row in rows:
+        loss = row["last_valid_loss"]
+        row["stalled"] = (row["status"] == "ok" and loss not in (None, "")
+                          and not float(loss) < baseline - margin)
+
+
 def by_cell(rows: List[Dict]) -> Dict[tuple, List[Dict]]:
     """(label, N, M) -> the runs of that method and depth, one per seed."""
     cells: Dict[tuple, List[Dict]] = {}
@@ -156,10 +183,15 @@ def _cell(runs: Optional[List[Dict]]) -> str:
         row = runs[0]
         if row["status"] != "ok":
             return row["status"]
-        return f"{row['bleu']}" + (" (ignores its source)" if _ignores(row) else "")
+        marks = [m for m, on in (("stalled", row.get("stalled") is True),
+                                 ("ignores its source", _ignores(row))) if on]
+        return f"{row['bleu']}" + (f" ({', '.join(marks)})" if marks else "")
     notes = [f"{len(runs)} seeds"]
     for status in sorted({r["status"] for r in runs} - {"ok"}):
         notes.append(f"{sum(r['status'] == status for r in runs)} {status}")
+    stalled = sum(r.get("stalled") is True for r in runs)
+    if stalled:
+        notes.append(f"{stalled} stalled")
     ignoring = sum(_ignores(r) for r in runs)
     if ignoring:
         notes.append(f"{ignoring} {'ignores its' if ignoring == 1 else 'ignore their'} source")
@@ -409,10 +441,22 @@ def main(argv=None) -> None:
     parser.add_argument("--dataset", required=True, choices=sorted(MAIN_METRIC))
     parser.add_argument("--runs", required=True, help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")
+    parser.add_argument("--data", help="the runs' binarised data (one language pair): mark the "
+                                       "runs that stalled at the source-blind baseline")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                        help=f"bits below that baseline a run must reach [{DEFAULT_MARGIN}]")
     args = parser.parse_args(argv)
     rows = collect(args.dataset, args.runs)
     if not rows:
         parser.error(f"no runs with a status.json under {args.runs}")
+    if args.data:
+        try:
+            baseline = source_blind_baseline(args.data)
+        except (OSError, ValueError) as err:
+            parser.error(str(err))
+        mark_stalled(rows, baseline, args.margin)
+        print(f"source-blind baseline {baseline:.3f} bits; stalled: not below "
+              f"{baseline - args.margin:.3f}", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
     write_csv(os.path.join(args.out, "results.csv"), rows)
     table = markdown(args.dataset, rows)

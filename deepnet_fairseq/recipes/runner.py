@@ -32,7 +32,7 @@ from ..processes import run_forwarding
 from . import runlog, write_atomically, write_json
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, method_args, paths, plan_layout,
                      task_args, train_command)
-from .settings import PREFIX, SETTINGS, SettingError, Settings, resolve, run_name
+from .settings import PREFIX, SETTINGS, SettingError, Settings, resolve, run_label, run_name
 from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, is_ours,
                       make_dirs)
 
@@ -332,7 +332,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     write_json(os.path.join(where["WORK"], "sweep.config.json"),
                {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
     for (method, n, m, overrides), name in zip(specs, names):
-        label = method + (f" ({' '.join(overrides)})" if overrides else "")
+        label = run_label(method, overrides)
         run_env = {**env, **{PREFIX + kv.partition("=")[0]: kv.partition("=")[2]
                              for kv in overrides},
                    f"{PREFIX}METHOD": method, f"{PREFIX}ENC_LAYERS": n,
@@ -370,5 +370,8 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                               f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
     from .report import main as report_main
 
-    report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"]])
+    # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
+    stalled = [] if cfg.dataset == "opus100" else ["--data", where["BIN"]]
+    report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],
+                 *stalled])
     return 0

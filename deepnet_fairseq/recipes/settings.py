@@ -471,3 +471,11 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
 def run_name(method: str, enc: str, dec: str, overrides=()) -> str:
     """The directory name of one run: METHOD-NL-ML[+KEY=VALUE...]."""
     return f"{method}-{enc}L-{dec}L" + "".join(f"+{kv}" for kv in overrides)
+
+
+def run_label(method: str, overrides=()) -> str:
+    """The row of one run in the results table: METHOD [(KEY=VALUE ...)]. A seed is not a
+    variant of the method: runs that differ only in SEED share a row (and a cell per depth,
+    where the report gives their mean and spread)."""
+    variant = [kv for kv in overrides if kv.partition("=")[0] != "SEED"]
+    return method + (f" ({' '.join(variant)})" if variant else "")

@@ -124,6 +124,8 @@ DOC_COMMANDS = [
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
     (r"python -m deepnet_fairseq\.recipes\.curves( .*)?",
      "tests/slow/test_recipe_chains.py::test_wmt17_sweep_with_forced_divergence"),
+    (r"python -m deepnet_fairseq\.recipes\.report --dataset wmt17 .*",
+     "tests/unit/test_recipe_reports.py::test_runs_at_the_source_blind_loss_are_marked_stalled"),
     (r"python -m deepnet_fairseq\.recipes\.presets > docs/presets\.md",
      "tests/unit/test_launch.py::test_docs_presets_md_is_the_presets_as_they_are"),
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",

@@ -79,6 +79,9 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
         evaluation = json.load(open(wmt17 / "runs" / name / "eval" / "eval.json"))
         assert evaluation["directions"]["en-de"]["sentences"] == 60  # every test sentence decoded
     assert "| method | 1L-1L | 2L-2L |" in table and "DeepNet 100L-100L: 28.9" in table
+    # the sweep gives the report its data: each trained run is judged stalled or not
+    assert {rows[name]["stalled"] for name in rows if rows[name]["status"] == "ok"} <= {"True", "False"}
+    assert rows["post_ln-1L-1L+LR=1000"]["stalled"] in ("", "False")
     # a finished sweep is not redone: re-running only rewrites the table
     again = recipe("wmt17", "sweep", wmt17, RUNS=runs)
     assert again.stderr.count("already finished") == 5

@@ -468,3 +468,12 @@ def test_one_tiny_size():
     assert [int(args[args.index(flag) + 1]) for flag in (
         "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \
         list(width)
+
+
+def test_runs_differing_only_in_their_seed_share_a_table_row():
+    """RUNS="deepnet:6:6:SEED=2 ...": each run its own directory, but one label (the report
+    averages the seeds of a label and depth); other settings stay variants of the method."""
+    assert settings.run_name("deepnet", "6", "6", ["SEED=2"]) == "deepnet-6L-6L+SEED=2"
+    assert settings.run_label("deepnet", ["SEED=2"]) == "deepnet"
+    assert settings.run_label("post_ln", ["LR=1e-3", "SEED=3"]) == "post_ln (LR=1e-3)"
+    assert settings.run_label("post_ln", []) == "post_ln"

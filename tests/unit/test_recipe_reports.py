@@ -189,3 +189,32 @@ def test_seeds_of_a_cell_give_its_mean_and_spread(tmp_path):
     assert [(p["layers"], round(p["bleu"], 6), round(p["spread"], 6), p["bad"]) for p in points] \
         == [(12, round(mean, 6), round(sd, 6), False)]
     assert report.depth_points(list(rows.values()), "pre_ln")[0]["bad"]
+
+
+def test_runs_at_the_source_blind_loss_are_marked_stalled(tmp_path, toy_data):
+    """--data: the baseline is the unigram entropy of the validation targets, counted here by
+    hand from the raw text (</s> once per line); a trained run whose last validation loss is
+    not below baseline - margin is marked stalled, one below it is not."""
+    lines = (toy_data.parent / "valid.tgt").read_text().splitlines()
+    counts = {}
+    for line in lines:
+        for token in line.split() + ["</s>"]:
+            counts[token] = counts.get(token, 0) + 1
+    total = sum(counts.values())
+    by_hand = -sum(c / total * math.log2(c / total) for c in counts.values())
+    assert report.source_blind_baseline(str(toy_data)) == pytest.approx(by_hand, rel=1e-9)
+
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 20.0)
+    _fake_run(runs, "admin-18L-18L", "admin", 18, "ok", 1.0)
+    for name, loss in (("deepnet-6L-6L", by_hand - 0.6), ("admin-18L-18L", by_hand - 0.4)):
+        status = json.loads((runs / name / "status.json").read_text())
+        (runs / name / "status.json").write_text(json.dumps({**status, "last_valid_loss": loss}))
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out"),
+                 "--data", str(toy_data)])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| admin |  | 1.0 (stalled) |" in table and "| deepnet | 20.0 (paper 27.8) |  |" in table
+    with pytest.raises(SystemExit):  # not one pair's binarised data: said, nothing written
+        report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "o2"),
+                     "--data", str(tmp_path)])
+    assert not (tmp_path / "o2").exists()
