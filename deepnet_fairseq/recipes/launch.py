@@ -21,7 +21,8 @@ The layout, decided by ``plan_layout`` from the settings and the environment alo
   update-freq (the tokens per update unchanged); no GPU size known, or on CPU: no plan;
 * activation checkpointing: ``CHECKPOINT_ACTIVATIONS=1`` or ``0`` (kept; the plan warns when it
   does not fit), or ``auto``: the plan's choice, or without a plan on when
-  ``ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM``.
+  ``ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM``; never for a method whose layers
+  pass state to later layers (DLCL, ResiDual: ``auto`` leaves it off, ``1`` is refused).
 
 Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a run's files
 (``runner.py``); node k > 0 keeps ``train.node<k>.log``.
@@ -98,6 +99,23 @@ def dictionary_size(cfg: Settings) -> int:
     return cfg.int("VOCAB") + 4 + (100 if cfg.dataset == "opus100" else 0)
 
 
+def checkpointing_refused(method: str) -> Optional[str]:
+    """Why the method's layers cannot be activation-checkpointed (DLCL's aggregation and
+    ResiDual's dual stream pass state between layers outside the checkpointed forward:
+    ``method_layers.StackState``), or None. Imports the layer rules (torch, fairseq), so it is
+    asked only where checkpointing could be on."""
+    from .. import methods
+    from ..nn.method_layers import RULES, StackState
+
+    try:
+        rule = methods.get(method).layers
+    except ValueError:
+        return None  # an unknown method is reported where its options are built
+    if rule is None or not issubclass(RULES[rule], StackState):
+        return None
+    return f"{RULES[rule].state_name} passes each layer's output to later layers"
+
+
 def plan_layout(cfg: Settings, env: Mapping[str, str],
                 probe: Optional[Callable[[], int]] = None,
                 memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
@@ -154,6 +172,15 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
     layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
     forced = {"1": True, "0": False}.get(cfg["CHECKPOINT_ACTIVATIONS"])
+    if forced is not False and (forced or device == "cuda"
+                                or layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")):
+        refusal = checkpointing_refused(cfg["METHOD"])
+        if refusal and forced:
+            raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="
+                               f"{cfg['METHOD']}: {refusal}; set CHECKPOINT_ACTIVATIONS=0 or "
+                               f"auto (or reduce MAX_TOKENS to save memory)")
+        if refusal:
+            forced = False
     checkpointing = forced if forced is not None else \
         layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")
     memory = None

@@ -477,3 +477,19 @@ def test_runs_differing_only_in_their_seed_share_a_table_row():
     assert settings.run_label("deepnet", ["SEED=2"]) == "deepnet"
     assert settings.run_label("post_ln", ["LR=1e-3", "SEED=3"]) == "post_ln (LR=1e-3)"
     assert settings.run_label("post_ln", []) == "post_ln"
+
+
+@pytest.mark.parametrize("method", ["dlcl", "resi_dual"])
+def test_methods_that_pass_state_between_layers_are_never_checkpointed(method):
+    """Their layer rules refuse --checkpoint-activations (tests/unit/test_methods.py): at a
+    depth where auto turns it on for others it stays off, and CHECKPOINT_ACTIVATIONS=1 is
+    refused before anything runs, naming the method's state."""
+    _, deep, cmd = plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100", "METHOD": method})
+    assert not deep.checkpoint_activations and "--checkpoint-activations" not in cmd
+    _, other, _ = plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100", "METHOD": "deepnet"})
+    assert other.checkpoint_activations
+    state = {"dlcl": "DLCL's layer aggregation", "resi_dual": "ResiDual's dual stream"}[method]
+    with pytest.raises(SettingError, match=f"CHECKPOINT_ACTIVATIONS=1 cannot be used with "
+                                           f"METHOD={method}: {state}"):
+        plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "6", "METHOD": method,
+              "CHECKPOINT_ACTIVATIONS": "1"})
