@@ -30,11 +30,11 @@ import re
 import signal
 import sys
 import time
-from collections import Counter
 from typing import Dict, List
 
 from .. import USER_DIR, methods
 from ..processes import Interrupted, run_forwarding, signals_interrupt
+from ..storage.baseline import unigram_baseline
 from . import common
 from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
                      positive_ints, pyplot, tiny_width_args)
@@ -98,22 +98,6 @@ def generate_data(directory: str, progress) -> str:
         raise RuntimeError(f"fairseq-preprocess exited {code}; see {log}")
     os.replace(tmp, bin_dir)
     return bin_dir
-
-
-def unigram_baseline(data: str, src: str, tgt: str) -> float:
-    """Entropy (bits per token, </s> included) of the validation targets' unigram distribution."""
-    from fairseq.data import Dictionary, data_utils
-
-    dictionary = Dictionary.load(os.path.join(data, f"dict.{tgt}.txt"))
-    prefix = os.path.join(data, f"valid.{src}-{tgt}.{tgt}")
-    dataset = data_utils.load_indexed_dataset(prefix, dictionary)
-    if dataset is None:
-        sys.exit(f"error: no validation set {prefix}.{{bin,idx}} in {data}")
-    counts = Counter()
-    for i in range(len(dataset)):
-        counts.update(dataset[i].tolist())
-    total = sum(counts.values())
-    return -sum(c / total * math.log2(c / total) for c in counts.values())
 
 
 def train_command(args, data: str, method: str, layers: int) -> List[str]:
@@ -235,7 +219,10 @@ def study(parser, args) -> None:
     data = args.data or generate_data(os.path.join(args.output_dir, "data"), progress)
     if not os.path.isfile(os.path.join(data, f"dict.{args.target_lang}.txt")):
         parser.error(f"{data} is not a binarised fairseq directory with dict.{args.target_lang}.txt")
-    baseline = unigram_baseline(data, args.source_lang, args.target_lang)
+    try:
+        baseline = unigram_baseline(data, args.source_lang, args.target_lang)
+    except FileNotFoundError as err:
+        sys.exit(f"error: {err}")
     rows = []
     for layers in args.depths:
         for method in args.methods:

@@ -136,7 +136,7 @@ def _ignores(row: Dict) -> bool:
 
 def source_blind_baseline(data: str) -> float:
     """The unigram entropy of the validation targets of a single-pair binarised directory."""
-    from ..diagnostics.depth_study import unigram_baseline
+    from ..storage.baseline import unigram_baseline
 
     pairs = sorted({tuple(name.split(".")[1].split("-")) for name in os.listdir(data)
                     if name.startswith("valid.") and name.endswith(".idx")})
@@ -452,7 +452,7 @@ def main(argv=None) -> None:
     if args.data:
         try:
             baseline = source_blind_baseline(args.data)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError) as err:  # FileNotFoundError: no validation set there
             parser.error(str(err))
         mark_stalled(rows, baseline, args.margin)
         print(f"source-blind baseline {baseline:.3f} bits; stalled: not below "
