@@ -539,9 +539,36 @@ class StackState(MethodLayer):
     """Base of the rules whose layers pass state to the later layers of their stack outside
     fairseq's ``x`` (DLCL's aggregation, ResiDual's dual stream): the state lives on the stack
     (``stack_built``), so a checkpointed layer would recompute it without its graph and a
-    dropped layer would break the chain. ``state_name`` names it in the errors."""
+    dropped layer would break the chain. ``state_name`` names it in the errors; the stack saves
+    it as ``state_attr`` (a checkpoint key: keep it), built by ``new_state``, and every layer
+    reaches it as ``self.stack_state``."""
 
     state_name = "the stack's state"
+    state_attr = ""
+
+    @classmethod
+    def new_state(cls, num_layers: int, embed_dim: int) -> nn.Module:
+        raise NotImplementedError
+
+    @classmethod
+    def stack_built(cls, stack):
+        # the stack owns (and saves) the state; each layer holds a plain reference, not a
+        # sub-module, so the state is saved once
+        side = "decoder" if isinstance(stack, TransformerDecoderBase) else "encoder"
+        state = cls.new_state(len(stack.layers), getattr(stack.cfg, side).embed_dim)
+        setattr(stack, cls.state_attr, state)
+        for layer in stack.layers:
+            layer.__dict__["stack_state"] = state
+
+    @staticmethod
+    def layer_output(out):
+        """The hidden states of a fairseq layer's output (the decoder layer returns a tuple)."""
+        return out[0] if isinstance(out, tuple) else out
+
+    @staticmethod
+    def with_layer_output(out, y):
+        """``out`` with its hidden states replaced by ``y``."""
+        return (y, *out[1:]) if isinstance(out, tuple) else y
 
     @classmethod
     def validate(cls, args, method, stacks=ENCODER_DECODER):
@@ -568,32 +595,25 @@ class DLCL(StackState):
     last layer returns the final combination. Not combinable with --checkpoint-activations."""
 
     state_name = "DLCL's layer aggregation"
+    state_attr = "layer_aggregation"
+    new_state = LayerAggregation
 
     def setup(self, cfg):
         if not self.normalize_before:
             raise ValueError("DLCL is built from Pre-LN layers")
 
-    @classmethod
-    def stack_built(cls, stack):
-        # the stack owns (and saves) the aggregation; each layer holds a plain reference
-        side = "decoder" if isinstance(stack, TransformerDecoderBase) else "encoder"
-        stack.layer_aggregation = LayerAggregation(len(stack.layers),
-                                                   getattr(stack.cfg, side).embed_dim)
-        for layer in stack.layers:
-            layer.__dict__["aggregation"] = stack.layer_aggregation
-
     def forward(self, x, *args, **kwargs):
-        agg = self.aggregation
+        agg = self.stack_state
         if self.index == 1:
             agg.outputs = []
             agg.push(x)
         out = super().forward(agg.combine(), *args, **kwargs)
-        y = out[0] if isinstance(out, tuple) else out
+        y = self.layer_output(out)
         agg.push(y)
         if self.index == self.depth:
             y = agg.combine()
             agg.outputs = []  # do not keep the activations alive after the forward
-        return (y, *out[1:]) if isinstance(out, tuple) else y
+        return self.with_layer_output(out, y)
 
 
 # --- the methods after DeepNet (2022 on) -----------------------------------------------------
@@ -781,9 +801,9 @@ class DualStream(nn.Module):
     """ResiDual's second residual stream of one stack: ``value`` is the running sum d of the
     stack input and every branch output of the forward in progress (set by the first layer,
     released by the last), ``norm`` the LayerNorm applied to it at the top. eps 1e-7 as the
-    authors' code builds it."""
+    authors' code builds it. (``num_layers``: the ``StackState.new_state`` signature.)"""
 
-    def __init__(self, embed_dim: int):
+    def __init__(self, num_layers: int, embed_dim: int):
         super().__init__()
         self.norm = LayerNorm(embed_dim, eps=1e-7)
         self.value = None
@@ -801,32 +821,25 @@ class ResiDual(StackState):
     in the output (their --*-res-input-norm-scale and --*-alpha) are 1 and not options."""
 
     state_name = "ResiDual's dual stream"
+    state_attr = "dual_stream"
+    new_state = DualStream
 
     def setup(self, cfg):
         if self.normalize_before:
             raise ValueError("ResiDual is built from Post-LN layers")
 
-    @classmethod
-    def stack_built(cls, stack):
-        # the stack owns (and saves) the stream's LayerNorm; each layer holds a plain reference
-        side = "decoder" if isinstance(stack, TransformerDecoderBase) else "encoder"
-        stack.dual_stream = DualStream(getattr(stack.cfg, side).embed_dim)
-        for layer in stack.layers:
-            layer.__dict__["dual_stream"] = stack.dual_stream
-
     def forward(self, x, *args, **kwargs):
-        stream = self.dual_stream
+        stream = self.stack_state
         if self.index == 1:
             stream.value = x
         out = super().forward(x, *args, **kwargs)
         if self.index == self.depth:
-            y = out[0] if isinstance(out, tuple) else out
-            y = y + stream.norm(stream.value)
+            y = self.layer_output(out) + stream.norm(stream.value)
             stream.value = None  # do not keep the activations alive after the forward
-            out = (y, *out[1:]) if isinstance(out, tuple) else y
+            out = self.with_layer_output(out, y)
         return out
 
     def residual_connection(self, x, residual):
         # x: the branch output after dropout, residual: the Post-LN stream's input
-        self.dual_stream.value = self.dual_stream.value + x
+        self.stack_state.value = self.stack_state.value + x
         return residual + x

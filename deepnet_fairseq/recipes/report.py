@@ -164,13 +164,12 @@ def by_cell(rows: List[Dict]) -> Dict[tuple, List[Dict]]:
 
 
 def bleu_spread(runs: List[Dict]):
-    """(mean, sample standard deviation or None with one, count) of the BLEU of the runs that
-    trained (status ok); None when none did."""
+    """(mean, sample standard deviation or None with one) of the BLEU of the runs that trained
+    (status ok); None when none did."""
     values = [float(r["bleu"]) for r in runs if r["status"] == "ok" and r["bleu"] != ""]
     if not values:
         return None
-    spread = statistics.stdev(values) if len(values) > 1 else None
-    return statistics.fmean(values), spread, len(values)
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def _cell(runs: Optional[List[Dict]]) -> str:
@@ -198,7 +197,7 @@ def _cell(runs: Optional[List[Dict]]) -> str:
     summary = bleu_spread(runs)
     if summary is None:
         return f"{runs[0]['status']} ({', '.join(notes)})"
-    mean, spread, _ = summary
+    mean, spread = summary
     value = f"{mean:.2f}" + (f" ± {spread:.2f}" if spread is not None else "")
     return f"{value} ({', '.join(notes)})"
 
@@ -225,10 +224,11 @@ def grouped(labels):
 
 
 def _sacrebleu(runs: List[Dict]) -> str:
-    values = [float(r["sacrebleu"]) for r in runs if r["status"] == "ok" and r["sacrebleu"] != ""]
-    if len(values) == 1:
-        return str(runs[0]["sacrebleu"] if len(runs) == 1 else values[0])
-    return f"{statistics.fmean(values):.2f}" if values else ""
+    """A cell of the sacreBLEU table: one trained run's value as it was scored, or the mean."""
+    ok = [r for r in runs if r["status"] == "ok" and r["sacrebleu"] != ""]
+    if len(ok) == 1:
+        return str(ok[0]["sacrebleu"])
+    return f"{statistics.fmean(float(r['sacrebleu']) for r in ok):.2f}" if ok else ""
 
 
 def _paper(value) -> str:
@@ -277,8 +277,7 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
             for label in labels:
                 cells = [_sacrebleu(index.get((label, n, m), [])) for n, m in depths]
                 out.append(f"| {label} | " + " | ".join(cells) + " |")
-    collapsed = [r for r in rows if r["status"] == "ok" and r["distinct_share"] != ""
-                 and ignores_source(r)]
+    collapsed = [r for r in rows if _ignores(r)]
     if collapsed:
         out.append(f"\nRuns with fewer than {DEFAULT_MIN_SHARE:.0%} distinct test translations "
                    "(in their worst direction; a model that ignores its source writes the same "

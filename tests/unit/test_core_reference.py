@@ -307,13 +307,10 @@ def test_resi_dual_stack_equals_its_two_streams_written_by_hand(toy_data, side):
 
 def _plain_post_ln(stack, x, side, encoder_out):
     """The same layers as plain Post-LN (the stream alone), to show the reference is sensitive."""
+    memory = encoder_out["encoder_out"][0] if side == "decoder" else None
     h = x
     for layer in stack.layers:
-        if side == "encoder":
-            h = hand_written(layer, methods.get("post_ln"), h)
-        else:
-            h = hand_written(layer, methods.get("post_ln"), h,
-                             encoder_out=encoder_out["encoder_out"][0])
+        h = hand_written(layer, methods.get("post_ln"), h, encoder_out=memory)
     return h
 
 
