@@ -97,8 +97,12 @@ TASK_OPTIONS = {"deepnet_roberta_tiny": ["--task", "masked_lm"],
 def test_the_registered_archs_and_models_are_the_old_ones():
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
 
+    # The docs' example method (test_core_reference) registers its archs through the plugin's
+    # helpers in this process and fairseq cannot unregister them: they are the example's, not
+    # the plugin's, whichever order the tests run in.
     ours = {arch: ARCH_MODEL_NAME_REGISTRY[arch] for arch, hook in ARCH_CONFIG_REGISTRY.items()
-            if hook.__module__.startswith("deepnet_fairseq")}
+            if hook.__module__.startswith("deepnet_fairseq")
+            and ARCH_MODEL_NAME_REGISTRY[arch] != "half_branch_transformer"}
     assert ours == ARCHS
 
 
