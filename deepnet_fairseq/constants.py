@@ -281,5 +281,57 @@ def layernorm_lr_multiplier(alpha: float, lam: float, form: str = "paper") -> fl
     return _LAYERNORM_MULTIPLIER[form](alpha, lam)
 
 
+
+# --------------------------------------------------------------------------------------------
+# Depth transfer (beyond the paper; --depth-transfer, --depth-base): hyperparameter transfer
+# across depth. The rules of CompleteP (Dey et al., NeurIPS 2025, arXiv 2505.01618, Table 1;
+# EleutherAI/nanoGPT-mup, branch completep, model.py) and Depth-muP (Yang et al., ICLR 2024,
+# arXiv 2310.02244; Bordelon et al., ICLR 2024, arXiv 2309.16620), written for Adam(W) as one
+# table with the depth exponent a (a = 1: CompleteP, a = 1/2: Depth-muP). With
+# m_L = L / L_base, L the stack's layers and L_base the depth the hyperparameters were tuned at:
+#   residual branch            x + m_L^(-a) F(x)   (Post-LN: LN(x + m_L^(-a) F(x)))
+#   learning rate, hidden       eta m_L^(a - 1)     (every parameter inside the stack's layers:
+#                                                    weights, biases, LayerNorm gains and biases)
+#   Adam epsilon, hidden        eps m_L^(-a)
+#   embeddings, output, final LayerNorm: unchanged (learning rate and epsilon)
+# Hidden init variance does not change with depth in either rule. The epsilon row follows the
+# gradient: a hidden weight's gradient carries the branch multiplier m_L^(-a), so its epsilon
+# must shrink as much for Adam's update to stay what the learning rate says (the reference code
+# scales the one global epsilon, embeddings included, since commit 3784e18; before it epsilon
+# was left alone). Each stack uses its own L (N encoder, M decoder layers) and the one L_base.
+# --------------------------------------------------------------------------------------------
+
+DEPTH_EXPONENTS = {"completep": 1.0, "depth_mup": 0.5}
+"""--depth-transfer rule -> its depth exponent a (CompleteP's alpha; renamed here because
+DeepNorm's alpha is another quantity)."""
+DEPTH_TRANSFERS = ("none", *DEPTH_EXPONENTS)
+"""Values of --depth-transfer."""
+
+
+@dataclass(frozen=True)
+class DepthTransfer:
+    """Multipliers of one stack under a depth-transfer rule (all 1 for "none" or L = L_base)."""
+
+    branch: float = 1.0     # of the residual branch F(x)
+    hidden_lr: float = 1.0  # of the learning rate of the stack's layers' parameters
+    hidden_eps: float = 1.0  # of Adam's epsilon for those parameters
+
+
+def depth_transfer(rule: str, layers: int, base: Optional[int]) -> DepthTransfer:
+    """The multipliers of a stack of ``layers`` layers grown from ``base`` by ``rule``."""
+    if rule not in DEPTH_TRANSFERS:
+        raise ValueError(f"unknown --depth-transfer {rule!r}; choose one of "
+                         f"{', '.join(DEPTH_TRANSFERS)}")
+    _check_depth("the number of layers", layers)
+    if rule == "none":
+        return DepthTransfer()
+    if isinstance(base, bool) or not isinstance(base, int) or base <= 0:
+        raise ValueError(f"--depth-transfer {rule} needs --depth-base, the positive number of "
+                         f"layers per side the hyperparameters were tuned at; got {base!r}")
+    a = DEPTH_EXPONENTS[rule]
+    m = layers / base
+    return DepthTransfer(branch=m ** -a, hidden_lr=m ** (a - 1), hidden_eps=m ** -a)
+
+
 if __name__ == "__main__":
     print(markdown_table(), end="")

@@ -38,7 +38,8 @@ must hold the model's dictionaries: the sizes of their embeddings are checked ag
 Refused, with nothing written: methods other than DeepNet (not plain Post-LN after folding),
 DeepNorm's Pre-LN forms (``--deepnorm-constants pre_ln_*``) and Pre-LN, unknown architectures.
 fairseq's own ``transformer`` architectures pass through unchanged (weights and options);
-``post_ln_transformer``, this plugin's name for fairseq's Post-LN Transformer, is renamed.
+``post_ln_transformer``, this plugin's Post-LN baseline, is folded like DeepNet (a division by
+one unless it was trained with --depth-transfer, whose branch multiplier is folded the same way).
 """
 
 import argparse
@@ -58,9 +59,9 @@ from .methods import METHODS
 
 QUANTIZATIONS = ("int8", "int8_float16", "float16")
 
-# this plugin's names for fairseq's own Post-LN transformer, from the method declarations
-POST_LN_ARCHS = tuple(arch for m in METHODS.values() if m.model == "transformer"
-                      and m.layer_norm == "post" for arch in m.archs)
+# the models whose Post-LN layers are a plain fairseq transformer once each branch's output map
+# is divided by (alpha / branch multiplier): DeepNet, and this plugin's Post-LN baseline
+FOLDED_MODELS = (METHODS["deepnet"].model, METHODS["post_ln"].model)
 
 # fairseq options CTranslate2's converter does not read: it would translate without them
 CTRANSLATE2_UNSUPPORTED = ("scale_attn", "scale_fc", "scale_heads", "scale_resids",
@@ -81,10 +82,10 @@ def _option(model_cfg, name, default=None):
 
 
 def export_kind(model_cfg) -> str:
-    """How a checkpoint with these model options is exported: ``fold`` (a Post-LN DeepNet),
-    ``rename`` (post_ln_transformer) or ``passthrough`` (a fairseq transformer architecture).
+    """How a checkpoint with these model options is exported: ``fold`` (a Post-LN DeepNet or
+    post_ln_transformer) or ``passthrough`` (a fairseq transformer architecture).
     Raises ExportError for everything else, from the options alone (no model is built)."""
-    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
+    from fairseq.models import ARCH_MODEL_NAME_REGISTRY
 
     from .constants import is_pre_ln_form
 
@@ -93,45 +94,46 @@ def export_kind(model_cfg) -> str:
     if model is None:
         raise ExportError(f"unknown architecture --arch {arch!r}: neither fairseq nor this plugin "
                           f"registers it, so how to fold it is unknown; {SUPPORTED}")
-    if model == "deepnet_transformer":
+    if model in FOLDED_MODELS:
         form = str(_option(model_cfg, "deepnorm_constants") or "paper")
-        if is_pre_ln_form(form):
+        if model == METHODS["deepnet"].model and is_pre_ln_form(form):
             raise ExportError(
                 f"the checkpoint uses --deepnorm-constants {form}, DeepNorm's Pre-LN form "
                 f"(Pre-LN layers, alpha = 1): there is no Post-LN DeepNorm to fold; "
                 f"deepnet-export folds the Post-LN forms (paper, sgd, adam, lamb) only")
         return "fold"
     if model == "transformer":
-        if arch in POST_LN_ARCHS:
-            return "rename"
-        if ARCH_CONFIG_REGISTRY[arch].__module__.startswith(__package__):
-            raise ExportError(f"--arch {arch} is Pre-LN, not a Post-LN model; {SUPPORTED}")
         return "passthrough"
+    if any(m.model == model and m.layer_norm == "pre" for m in METHODS.values()):
+        raise ExportError(f"--arch {arch} is Pre-LN, not a Post-LN model; {SUPPORTED}")
     raise ExportError(
         f"--arch {arch} (model {model}) is not a DeepNet: its layers are not a plain Post-LN "
         f"Transformer after folding, so stock fairseq and CTranslate2 cannot run it; {SUPPORTED}")
 
 
 def branch_outputs(model) -> Dict[str, float]:
-    """The state-dict prefix of the last affine map of every DeepNorm sub-layer's branch, with
-    the alpha of its layer, read from the built ``model``."""
-    from .nn.method_layers import DeepNorm
+    """The state-dict prefix of the last affine map of every Post-LN sub-layer's branch, with
+    the divisor that folds its layer into a plain Post-LN one, read from the built ``model``:
+    ``LN(alpha x + m G(x)) = LN(x + G(x) m / alpha)``, alpha DeepNorm's skip scale (1 for the
+    Post-LN baseline) and m the --depth-transfer branch multiplier (1 without it)."""
+    from .nn.method_layers import DeepNorm, Standard
 
     found = {}
     for name, layer in model.named_modules():
-        if not isinstance(layer, DeepNorm):
+        if not isinstance(layer, (DeepNorm, Standard)):
             continue
         if layer.normalize_before:  # export_kind refuses these; a guard for direct use
-            raise ExportError(f"{name} is a Pre-LN layer: there is no DeepNorm to fold")
+            raise ExportError(f"{name} is a Pre-LN layer: there is no Post-LN layer to fold")
+        divisor = getattr(layer, "alpha", 1.0) / layer.branch_multiplier
         # NormFormer's attn_ln (--scale-attn) follows out_proj: then it is the last map.
         # --scale-resids multiplies the skip path itself, which the division leaves exact.
         last = ["attn_ln" if getattr(layer, "attn_ln", None) is not None
                 else "self_attn.out_proj", "fc2"]
         if getattr(layer, "encoder_attn", None) is not None:
             last.append("encoder_attn.out_proj")
-        found.update({f"{name}.{sub}": layer.alpha for sub in last})
+        found.update({f"{name}.{sub}": divisor for sub in last})
     if not found:
-        raise ExportError("the model has no DeepNorm layers to fold")
+        raise ExportError("the model has no Post-LN layers to fold")
     return found
 
 
@@ -159,7 +161,7 @@ def plain_cfg(cfg, arch: str) -> Dict:
     cfg = dict(cfg)
     model = cfg["model"]
     model = dict(vars(model) if isinstance(model, argparse.Namespace) else model)
-    for option in METHODS["deepnet"].model_options:
+    for option in METHODS["deepnet"].all_model_options:
         model.pop(option.name, None)
     model.update(arch=arch, _name=arch, user_dir=None)
     cfg["model"] = model

@@ -43,6 +43,22 @@ class ModelOption:
         return "--" + self.name.replace("_", "-")
 
 
+DEPTH_TRANSFER_OPTIONS = (
+    ModelOption(
+        "depth_transfer", "none", "hyperparameter transfer across depth, for any method: "
+        "'completep' (Dey et al. 2025) or 'depth_mup' (Yang et al. 2024) multiplies each "
+        "residual branch by m^-a, the learning rate of the layers' parameters by m^(a-1) and "
+        "their Adam epsilon by m^-a, with m = layers / --depth-base, a = 1 (completep) or 1/2 "
+        "(depth_mup); embeddings and output unchanged. Needs --optimizer adam. DeepNet takes "
+        "its alpha and beta at --depth-base (the rule replaces DeepNorm's own depth scaling); "
+        "see deepnet_fairseq/constants.py", kind=str, choices=constants.DEPTH_TRANSFERS),
+    ModelOption(
+        "depth_base", None, "with --depth-transfer: the number of layers per side the "
+        "hyperparameters (learning rate, epsilon) were tuned at", kind=int),
+)
+"""Options every method's model has (``Method.all_model_options``)."""
+
+
 @dataclass(frozen=True)
 class Method:
     """One training method.
@@ -109,6 +125,11 @@ class Method:
             raise ValueError(f"method {self.name}: family must be one of {FAMILIES}")
 
     @property
+    def all_model_options(self) -> Tuple[ModelOption, ...]:
+        """The options its model registers: those every method has, then its own."""
+        return DEPTH_TRANSFER_OPTIONS + self.model_options
+
+    @property
     def archs(self) -> Tuple[str, ...]:
         """The architectures the plugin registers for it: ``arch`` and ``arch_tiny``, none for a
         method selected by ``options`` on another method's arch."""
@@ -143,6 +164,23 @@ def _deepnet_form(form: str, summary: str) -> Method:
                   "pre" if form.startswith("pre_ln_") else "post",
                   model="deepnet_transformer", arch="deepnet_transformer",
                   options=("--deepnorm-constants", form))
+
+
+_DEPTH_TRANSFER_RULES = {
+    "completep": ("CompleteP: branch and Adam eps x 6/L", "Dey et al. 2025 (CompleteP, arXiv "
+                  "2505.01618; EleutherAI/nanoGPT-mup completep)"),
+    "depth_mup": ("Depth-muP: branch, hidden lr and Adam eps x (6/L)^(1/2)", "Yang et al. 2024 "
+                  "(Depth-muP, arXiv 2310.02244); Bordelon et al. 2024 (arXiv 2309.16620)"),
+}
+
+
+def _with_depth_transfer(base: str, what: str, rule: str) -> Method:
+    """Method ``base`` grown from 6L-6L by a depth-transfer rule (the depth study's base)."""
+    summary, paper = _DEPTH_TRANSFER_RULES[rule]
+    model = "deepnet_transformer" if base == "deepnet" else f"{base}_transformer"
+    return Method(f"{base}_{rule}", f"{what} + {summary}", paper,
+                  "pre" if base == "pre_ln" else "post", model=model, arch=model,
+                  options=("--depth-transfer", rule, "--depth-base", "6"))
 
 
 _DEEPNORM_OVERRIDE = ("DeepNorm {what} of the {side}; default: the paper's formula (Figure 2) for "
@@ -180,10 +218,12 @@ _DECLARED = (
     Method("deepnet", "LN(alpha x + G(x)); ffn/v/out Xavier-normal gain beta",
            "Wang et al. 2022 (DeepNet, arXiv 2203.00555)", "post", layers="DeepNorm",
            model_options=_DEEPNORM_OPTIONS),
+    # fairseq's own layers (rule Standard, which changes nothing), as models of this plugin so
+    # that they take every method's options (--depth-transfer)
     Method("post_ln", "LN(x + G(x)) (fairseq default)", "Vaswani et al. 2017", "post",
-           model="transformer"),
+           layers="Standard"),
     Method("pre_ln", "x + G(LN(x)), final LN (fairseq --*-normalize-before)",
-           "Vaswani et al. 2017 (tensor2tensor order)", "pre", model="transformer"),
+           "Vaswani et al. 2017 (tensor2tensor order)", "pre", layers="Standard"),
     Method("ds_init", "LN(x + G(x)); layer l Xavier-uniform gain alpha/sqrt(l)",
            "Zhang, Titov & Sennrich 2019 (DS-Init, arXiv 1908.11365)", "post", layers="DSInit",
            model_options=(ModelOption(
@@ -224,6 +264,11 @@ _DECLARED = (
            "this plugin (docs/findings.md)", "post", model="deepnet_transformer",
            arch="deepnet_transformer",
            options=("--deepnorm-constants", "adam", "--deepnorm-ln-lr-multiplier", "auto")),
+    # Depth transfer (beyond the paper; constants.py): the learning rate tuned at --depth-base
+    # layers per side carries over to other depths. The study's base is 6L-6L (docs/methods.md).
+    _with_depth_transfer("deepnet", "DeepNet (alpha, beta of 6L-6L)", "completep"),
+    _with_depth_transfer("deepnet", "DeepNet (alpha, beta of 6L-6L)", "depth_mup"),
+    _with_depth_transfer("pre_ln", "Pre-LN", "completep"),
     # The methods after DeepNet (2022 on). Those defined for decoder-only LMs (Peri-LN, Mix-LN,
     # LayerNorm Scaling, DyT) treat the decoder's cross-attention as one more sub-layer with
     # the same rule, and each stack (encoder, decoder) counts its own layers; docs/methods.md.

@@ -31,7 +31,7 @@ from fairseq.models.transformer import (
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 
 from .. import methods
-from ..nn.method_layers import ENCODER_DECODER, RULES, layer_classes
+from ..nn.method_layers import ENCODER_DECODER, RULES, layer_classes, tag_depth_transfer
 
 # --- stacks that build the method's layers -------------------------------------------------
 
@@ -57,6 +57,7 @@ class MethodEncoder(TransformerEncoderBase):
         self.layer_cls, self.stacks = layer_cls, stacks  # read during super().__init__
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
         layer_cls.stack_built(self)
+        tag_depth_transfer(self)
 
     def build_encoder_layer(self, cfg):
         self.num_built = getattr(self, "num_built", 0) + 1
@@ -74,6 +75,7 @@ class MethodDecoder(TransformerDecoderBase):
         self.layer_cls, self.stacks = layer_cls, stacks
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
         layer_cls.stack_built(self)
+        tag_depth_transfer(self)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         self.num_built = getattr(self, "num_built", 0) + 1
@@ -153,7 +155,7 @@ def initialise_from_batch(model, net_input: dict) -> None:
 
 def set_option_defaults(method: methods.Method, args) -> None:
     """The defaults of the method's ``model_options`` where ``args`` has none."""
-    for option in method.model_options:
+    for option in method.all_model_options:
         if getattr(args, option.name, None) is None:
             setattr(args, option.name, option.default)
 
@@ -201,7 +203,7 @@ def model_config(method: methods.Method) -> type:
     return make_dataclass(
         f"{method.layers}Config",
         [(o.name, annotation(o), field(default=o.default, metadata={"help": o.help}))
-         for o in method.model_options], bases=(FairseqDataclass,))
+         for o in method.all_model_options], bases=(FairseqDataclass,))
 
 
 def _model_class(method: methods.Method) -> type:

@@ -55,7 +55,13 @@ from .. import constants
 
 OPTION = "--deepnorm-ln-lr-multiplier"
 OVERRIDE_KEY = "deepnorm_ln_lr_multiplier"
-"""Key of ``p.optim_overrides`` that carries a parameter's multiplier (read only by this module)."""
+"""Key of ``p.optim_overrides`` that carries a parameter's learning-rate multiplier (read only by
+this module): the product of every option that scales it (this one, --depth-transfer)."""
+EPS_KEY = "deepnorm_adam_eps_multiplier"
+"""Key of ``p.optim_overrides`` that carries a parameter's Adam-epsilon multiplier
+(--depth-transfer). Adam's step is unchanged when the gradient and epsilon are scaled together,
+so the hook applies epsilon x e as the gradient / e during the step (restored after it): exact
+for every Adam implementation, fused or not, and the optimizer's state layout is unchanged."""
 
 
 def parse(value) -> Union[None, str, float]:
@@ -75,23 +81,34 @@ def parse(value) -> Union[None, str, float]:
 
 def validate(args) -> None:
     """Reject, while fairseq parses the arguments, the settings where the optimizer does not step
-    the model's own parameter tensors (so the tag cannot reach it)."""
-    if parse(getattr(args, "deepnorm_ln_lr_multiplier", None)) is None:
+    the model's own parameter tensors (so the tag cannot reach it): for this option and for
+    --depth-transfer, which tags parameters the same way."""
+    transfer = str(getattr(args, "depth_transfer", None) or "none")
+    if transfer != "none":
+        optimizer = getattr(args, "optimizer", None)
+        if optimizer is not None and str(optimizer) != "adam":
+            raise ValueError(f"--depth-transfer {transfer} is defined for Adam (its learning-rate "
+                             f"and epsilon rules are Adam's); use --optimizer adam, not "
+                             f"{optimizer}")
+        option = "--depth-transfer"
+    elif parse(getattr(args, "deepnorm_ln_lr_multiplier", None)) is None:
         return
+    else:
+        option = OPTION
     half = getattr(args, "fp16", False) or getattr(args, "bf16", False)
     flat = not (getattr(args, "amp", False) or getattr(args, "fp16_no_flatten_grads", False)
                 or getattr(args, "memory_efficient_fp16", False)
                 or getattr(args, "memory_efficient_bf16", False))
     if half and flat:
         raise ValueError(
-            f"{OPTION} needs the optimizer to step each parameter tensor, but --fp16/--bf16 "
+            f"{option} needs the optimizer to step each parameter tensor, but --fp16/--bf16 "
             f"flattens all parameters into one fp32 buffer: add --fp16-no-flatten-grads (or use "
             f"--memory-efficient-fp16, or --amp)")
     if getattr(args, "ddp_backend", None) == "fully_sharded":
-        raise ValueError(f"{OPTION} cannot be used with --ddp-backend fully_sharded, which "
+        raise ValueError(f"{option} cannot be used with --ddp-backend fully_sharded, which "
                          f"flattens the parameters; use --ddp-backend pytorch_ddp (the default)")
     if getattr(args, "optimizer", None) == "composite":
-        raise ValueError(f"{OPTION} cannot be used with --optimizer composite: set the "
+        raise ValueError(f"{option} cannot be used with --optimizer composite: set the "
                          f"LayerNorms' lr_scale in the composite groups instead, or use a plain "
                          f"optimizer")
 
@@ -119,6 +136,16 @@ def is_layernorm(name: str) -> bool:
     return any("layer_norm" in part or "layernorm" in part for part in name.split("."))
 
 
+def tag(p: torch.Tensor, lr: float = 1.0, eps: float = 1.0) -> None:
+    """Multiply the learning-rate and epsilon multipliers of ``p`` by ``lr`` and ``eps`` (the
+    options that scale a parameter compose by product)."""
+    overrides = dict(getattr(p, "optim_overrides", None) or {})
+    for key, factor in ((OVERRIDE_KEY, lr), (EPS_KEY, eps)):
+        if factor != 1.0:
+            overrides[key] = overrides.get(key, 1.0) * float(factor)
+    p.optim_overrides = overrides
+
+
 def tag_model(model: torch.nn.Module, multipliers: Dict[str, Optional[float]]) -> int:
     """Tag the LayerNorm parameters of ``model.{encoder,decoder}.layers`` with their side's
     multiplier; returns the number of tensors tagged."""
@@ -135,36 +162,37 @@ def tag_layers(layers: Optional[torch.nn.Module], k: Optional[float]) -> int:
     tagged = 0
     for name, p in layers.named_parameters():
         if is_layernorm(name):
-            p.optim_overrides = {OVERRIDE_KEY: float(k)}
+            tag(p, lr=k)
             tagged += 1
     return tagged
 
 
-def multiplier_of(p: torch.Tensor) -> Optional[float]:
+def multiplier_of(p: torch.Tensor, key: str = OVERRIDE_KEY) -> Optional[float]:
     overrides = getattr(p, "optim_overrides", None)
     if isinstance(overrides, dict):
-        return overrides.get(OVERRIDE_KEY)
+        return overrides.get(key)
     return None
 
 
 # --- the optimizer step hook ----------------------------------------------------------------
 
-# optimizer -> (number of parameters per group, [(parameter, k)]): which of its parameters are
-# tagged, recomputed when its groups change
+# optimizer -> (number of parameters per group, [(parameter, k, e)]): which of its parameters
+# are tagged (lr multiplier k, epsilon multiplier e), recomputed when its groups change
 _TAGGED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-# optimizer -> [(parameter, value before the step, k)] while its step runs
+# optimizer -> [(parameter, value before the step or None, k, e)] while its step runs
 _PENDING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 # ids of the parameters some running step has saved: an optimizer stepping inside another's
 # step (ZeRO's OSS steps a per-rank optimizer) leaves them to the outer one, so k applies once
 _CLAIMED: set = set()
 
 
-def _tagged(optimizer) -> List[Tuple[torch.Tensor, float]]:
+def _tagged(optimizer) -> List[Tuple[torch.Tensor, float, float]]:
     signature = tuple(len(group["params"]) for group in optimizer.param_groups)
     cached = _TAGGED.get(optimizer)
     if cached is None or cached[0] != signature:
-        found = [(p, k) for group in optimizer.param_groups for p in group["params"]
-                 if (k := multiplier_of(p)) is not None and k != 1.0]
+        found = [(p, k, e) for group in optimizer.param_groups for p in group["params"]
+                 if (k := multiplier_of(p) or 1.0, e := multiplier_of(p, EPS_KEY) or 1.0)
+                 != (1.0, 1.0)]
         cached = (signature, found)
         _TAGGED[optimizer] = cached
     return cached[1]
@@ -173,12 +201,14 @@ def _tagged(optimizer) -> List[Tuple[torch.Tensor, float]]:
 def _before_step(optimizer, args, kwargs) -> None:
     stale = _PENDING.pop(optimizer, None)  # its previous step raised before the post hook
     if stale:
-        _CLAIMED.difference_update(id(p) for p, _, _ in stale)
+        _CLAIMED.difference_update(id(p) for p, *_ in stale)
     entries = []
-    for p, k in _tagged(optimizer):
+    for p, k, e in _tagged(optimizer):
         if id(p) not in _CLAIMED:
-            entries.append((p, p.detach().clone(), k))
+            entries.append((p, p.detach().clone() if k != 1.0 else None, k, e))
             _CLAIMED.add(id(p))
+            if e != 1.0 and p.grad is not None:
+                p.grad.div_(e)  # Adam with epsilon x e == Adam on gradient / e
     if entries:
         _PENDING[optimizer] = entries
 
@@ -188,9 +218,13 @@ def _after_step(optimizer, args, kwargs) -> None:
     if not entries:
         return
     with torch.no_grad():
-        for p, before, k in entries:
+        for p, before, k, e in entries:
             _CLAIMED.discard(id(p))
-            p.lerp_(before, 1.0 - k)  # after + (1 - k)(before - after) = before + k (after - before)
+            if before is not None:
+                # after + (1 - k)(before - after) = before + k (after - before)
+                p.lerp_(before, 1.0 - k)
+            if e != 1.0 and p.grad is not None:
+                p.grad.mul_(e)  # the gradient as it was, for whoever reads it after the step
 
 
 _HOOKS = (register_optimizer_step_pre_hook(_before_step),

@@ -50,10 +50,44 @@ def layer_rule(rule: type) -> type:
     return rule
 
 
+def depth_transfer_of(cfg, side: str) -> constants.DepthTransfer:
+    """--depth-transfer's multipliers for one stack of a model built from ``cfg`` (flat args, an
+    OmegaConf config or a ``TransformerConfig``; a model without the option: none)."""
+    rule = str(safe_getattr(cfg, "depth_transfer") or "none")
+    if rule == "none":
+        return constants.DepthTransfer()
+    layers = (getattr(cfg, side).layers if isinstance(cfg, TransformerConfig)
+              else safe_getattr(cfg, f"{side}_layers"))
+    return constants.depth_transfer(rule, layers, safe_getattr(cfg, "depth_base"))
+
+
+def tag_depth_transfer(stack) -> None:
+    """--depth-transfer's learning-rate and epsilon multipliers on every parameter of a stack's
+    layers (embeddings, output and the final LayerNorm sit outside them and keep the plain ones);
+    they compose with --deepnorm-ln-lr-multiplier by product."""
+    if not len(stack.layers):
+        return
+    transfer = depth_transfer_of(stack.cfg, stack.layers[0].side)
+    if transfer != constants.DepthTransfer():
+        for p in stack.layers.parameters():
+            layernorm_lr.tag(p, lr=transfer.hidden_lr, eps=transfer.hidden_eps)
+
+
+class BranchScale:
+    """Mixed in first, before every rule: --depth-transfer's multiplier m_L^-a on the residual
+    branch (fairseq's ``residual_connection(x, residual)`` gets the branch output x, after
+    dropout), then the rule's own residual. One multiply per sub-layer, none when m = 1."""
+
+    def residual_connection(self, x, residual):
+        if self.branch_multiplier != 1.0:
+            x = x * self.branch_multiplier
+        return super().residual_connection(x, residual)
+
+
 @functools.lru_cache(maxsize=None)
 def layer_classes(rule_name: str) -> Tuple[type, type]:
-    """(encoder layer class, decoder layer class) of a rule: the rule mixed in before fairseq's
-    ``TransformerEncoderLayerBase`` / ``TransformerDecoderLayerBase``."""
+    """(encoder layer class, decoder layer class) of a rule: ``BranchScale`` and the rule mixed in
+    before fairseq's ``TransformerEncoderLayerBase`` / ``TransformerDecoderLayerBase``."""
     try:
         rule = RULES[rule_name]
     except KeyError:
@@ -62,7 +96,8 @@ def layer_classes(rule_name: str) -> Tuple[type, type]:
     pair = []
     for side, base in (("Encoder", TransformerEncoderLayerBase),
                        ("Decoder", TransformerDecoderLayerBase)):
-        cls = type(f"{rule.__name__}{side}Layer", (rule, base), {"__doc__": rule.__doc__})
+        cls = type(f"{rule.__name__}{side}Layer", (BranchScale, rule, base),
+                   {"__doc__": rule.__doc__})
         cls.__module__ = rule.__module__
         pair.append(cls)
     return tuple(pair)
@@ -82,6 +117,7 @@ class MethodLayer:
         self.side = "decoder" if isinstance(self, TransformerDecoderLayerBase) else "encoder"
         self.depth = getattr(cfg, self.side).layers
         self.stacks = stacks
+        self.branch_multiplier = depth_transfer_of(cfg, self.side).branch
         self.setup(cfg)
 
     def setup(self, cfg) -> None:
@@ -96,6 +132,13 @@ class MethodLayer:
         method.set_layer_norm_placement(args)
         for side in stacks:
             constants._check_depth(f"--{side}-layers", getattr(args, f"{side}_layers"))
+            depth_transfer_of(args, side)  # raises on a missing or bad --depth-base
+        layernorm_lr.validate(args)
+
+    def extra_repr(self) -> str:
+        scale = (f", branch x {self.branch_multiplier:.4g}" if self.branch_multiplier != 1.0
+                 else "")
+        return f"{self.side} layer {self.index}/{self.depth}{scale}"
 
     # Model-level parts of a rule, called by the model that builds these layers
     # (models.method_transformers); a rule overrides those it needs.
@@ -122,8 +165,6 @@ class MethodLayer:
     def num_sublayers(self) -> int:
         return 3 if getattr(self, "encoder_attn", None) is not None else 2
 
-    def extra_repr(self) -> str:
-        return f"{self.side} layer {self.index}/{self.depth}"
 
 
 class PerSublayer(MethodLayer):
@@ -142,6 +183,12 @@ class PerSublayer(MethodLayer):
 
     def sublayer_residual(self, i: int, x, residual):
         raise NotImplementedError
+
+
+@layer_rule
+class Standard(MethodLayer):
+    """fairseq's layer as it is (Post-LN or Pre-LN by the method's placement): the rule of the
+    Post-LN and Pre-LN baselines, so that they have every method's options (--depth-transfer)."""
 
 
 class NoLayerNorm(MethodLayer):
@@ -198,6 +245,10 @@ class DeepNorm(MethodLayer):
 
         overrides = {f"{side}_{name}": safe_getattr(args, f"deepnorm_{side}_{name}")
                      for side in stacks for name in ("alpha", "beta")}
+        if str(safe_getattr(args, "depth_transfer") or "none") != "none":
+            # --depth-transfer grows the tuned base model: alpha and beta are the base depth's,
+            # and the rule's branch multiplier carries the depth (constants.py, docs/methods.md)
+            depth = lambda side: safe_getattr(args, "depth_base")  # noqa: E731
         return constants.deepnorm(*(depth(s) if s in stacks else None for s in ENCODER_DECODER),
                                   form=deepnorm_form(args)).with_overrides(**overrides)
 
@@ -216,6 +267,8 @@ class DeepNorm(MethodLayer):
                     raise ValueError(f"--deepnorm-{side}-alpha cannot be used with "
                                      f"--deepnorm-constants {form}: Pre-LN has no skip-path "
                                      f"scale")
+        for side in stacks:
+            depth_transfer_of(args, side)  # raises on a missing or bad --depth-base
         cls.constants_for(args, stacks)  # raises on non-positive depths or alpha/beta overrides
         layernorm_lr.validate(args)
 

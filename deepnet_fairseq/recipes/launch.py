@@ -244,7 +244,8 @@ def method_args(cfg: Settings) -> List[str]:
         raise SettingError(f"METHOD={cfg['METHOD']}: {err}") from None
 
 
-PER_TENSOR_OPTIONS = ("--deepnorm-ln-lr-multiplier",)  # need the optimizer to step each tensor
+PER_TENSOR_OPTIONS = ("--deepnorm-ln-lr-multiplier", "--depth-transfer")  # need the optimizer to
+# step each tensor (nn/layernorm_lr.py)
 
 
 def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List[str]:

@@ -129,7 +129,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     log(cfg, "train", f"{name}: {cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L {cfg['METHOD']}, "
                       f"{cfg['EMBED_DIM']}-{cfg['FFN_DIM']}-{cfg['HEADS']}, {layout.summary()}")
     if "--fp16-no-flatten-grads" in command and any(o in command for o in PER_TENSOR_OPTIONS):
-        log(cfg, "train", f"{cfg['METHOD']} scales the LayerNorms' steps, which needs the "
+        log(cfg, "train", f"{cfg['METHOD']} scales some parameters' steps, which needs the "
                           f"optimizer to step each tensor: {layout.precision} with "
                           "--fp16-no-flatten-grads (the same memory)")
     if dry_run:

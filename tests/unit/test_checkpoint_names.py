@@ -22,8 +22,10 @@ _PER_METHOD = ("admin", "b2t", "dlcl", "ds_init", "dyt", "lipschitz", "ln_scalin
 ARCHS = {
     **{arch: f"{name}_transformer" for name in _PER_METHOD
        for arch in (f"{name}_transformer", f"{name}_transformer_tiny")},
-    **{arch: "transformer" for arch in ("post_ln_transformer", "post_ln_transformer_tiny",
-                                        "pre_ln_transformer", "pre_ln_transformer_tiny")},
+    # fairseq's own transformer until the baselines took every method's options (--depth-
+    # transfer); their checkpoints load into the plugin's model: same layers, same keys
+    **{arch: f"{name}_transformer" for name in ("post_ln", "pre_ln")
+       for arch in (f"{name}_transformer", f"{name}_transformer_tiny")},
     **{arch: "deepnet_transformer" for arch in (
         "deepnet_transformer", "deepnet_transformer_tiny", "deepnet_transformer_iwslt_de_en",
         "deepnet_transformer_6_6", "deepnet_transformer_12_12", "deepnet_transformer_18_18",

@@ -26,15 +26,20 @@ def deepnet(toy_data, *extra):
 
 # ---- the fold, in process -----------------------------------------------------------------
 
-# the overrides make alphas no formula of the depths gives: they must come from the model
+# the overrides make alphas no formula of the depths gives: they must come from the model;
+# --depth-transfer multiplies each branch by (L / L_base)^-a, folded with alpha
 @pytest.mark.parametrize("extra", [(), ("--deepnorm-encoder-alpha", 3.5,
-                                        "--deepnorm-decoder-alpha", 7.0)],
-                         ids=["paper", "overridden-alpha"])
+                                        "--deepnorm-decoder-alpha", 7.0),
+                                   ("--depth-transfer", "depth_mup", "--depth-base", 1)],
+                         ids=["paper", "overridden-alpha", "depth-transfer"])
 def test_exported_decoder_outputs_equal_the_deepnets(toy_data, tmp_path, extra):
     model, task, cfg = deepnet(toy_data, *extra)
     alphas = {layer.alpha for layer in model.encoder.layers}, \
         {layer.alpha for layer in model.decoder.layers}
     assert len(alphas[0]) == len(alphas[1]) == 1 and alphas[0] != alphas[1]
+    if "--depth-transfer" in extra:  # 3L and 2L grown from 1L: branch x 3^-1/2 and 2^-1/2
+        assert [layer.branch_multiplier for layer in model.encoder.layers] == [3 ** -0.5] * 3
+        assert [layer.branch_multiplier for layer in model.decoder.layers] == [2 ** -0.5] * 2
     original = save_checkpoint(model, cfg, tmp_path / "deepnet.pt")
     out = tmp_path / "exported.pt"
     export.main([original, "--output", str(out)])
@@ -99,10 +104,11 @@ def test_output_is_model_only_plain_and_plugin_free(toy_data, tmp_path):
     options, before = state["cfg"]["model"], vars(torch.load(original)["cfg"]["model"])
     assert options["arch"] == options["_name"] == "transformer"
     assert options["user_dir"] is None and state["cfg"]["common"]["user_dir"] is None
-    assert not [key for key in options if key.startswith("deepnorm")]
+    plugin = ("deepnorm", "depth_")  # DeepNet's options, and those every method has
+    assert not [key for key in options if key.startswith(plugin)]
     changed = {"arch", "_name", "user_dir"}
     assert {k: v for k, v in options.items() if k not in changed} == \
-        {k: v for k, v in before.items() if k not in changed and not k.startswith("deepnorm")}
+        {k: v for k, v in before.items() if k not in changed and not k.startswith(plugin)}
     # tied embeddings stay one tensor
     assert state["model"]["decoder.embed_tokens.weight"].data_ptr() == \
         state["model"]["encoder.embed_tokens.weight"].data_ptr()

@@ -52,7 +52,9 @@ def test_registry_lists_every_compared_method_and_the_optimizer_aware_forms():
     forms = {f"deepnet_{form}" for form in constants.CONSTANT_FORMS if form != "paper"}
     layer_norm_lr = {"deepnet_ln", "deepnet_adam_ln"}  # the LayerNorm lr remedy as methods
     after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual"}  # since 2022
-    assert set(methods.METHODS) == compared | forms | layer_norm_lr | after_deepnet
+    depth_transfer = {"deepnet_completep", "deepnet_depth_mup", "pre_ln_completep"}
+    assert set(methods.METHODS) == (compared | forms | layer_norm_lr | after_deepnet
+                                    | depth_transfer)
     assert methods.get("rezero").train_args(4, 3) == [
         "--arch", "rezero_transformer", "--encoder-layers", "4", "--decoder-layers", "3"]
     assert all(m.summary and m.paper for m in methods.METHODS.values())
@@ -395,10 +397,10 @@ def test_the_value_path_roles_are_the_beta_gain_roles():
     assert not any(value_path(r) for r in ROLES if r.endswith(("q_proj", "k_proj")))
 
 
-def test_post_ln_archs_for_export_come_from_the_declarations():
-    from deepnet_fairseq.export import POST_LN_ARCHS
+def test_folded_models_for_export_come_from_the_declarations():
+    from deepnet_fairseq.export import FOLDED_MODELS
 
-    assert POST_LN_ARCHS == ("post_ln_transformer", "post_ln_transformer_tiny")
+    assert FOLDED_MODELS == ("deepnet_transformer", "post_ln_transformer")
 
 
 # --- invalid combinations fail while fairseq parses the arguments ----------------------------
