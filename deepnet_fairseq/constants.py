@@ -282,6 +282,51 @@ def layernorm_lr_multiplier(alpha: float, lam: float, form: str = "paper") -> fl
 
 
 
+def deepscalelm_scales(sublayers: int, k: float = 2.0):
+    """DeepScaleLM (Kedia et al., ICML 2024, arXiv 2403.09635): (lambda, beta) of the residual
+    ``lambda x + beta F(x)`` of a stack of ``sublayers`` residual sub-layers, with
+    beta^2 = k / sublayers and lambda^2 + beta^2 = 1, so that the stream's second moment is
+    preserved sub-layer by sub-layer. k = 2 gives the public code's default (beta^2 = 0.005,
+    lambda^2 = 0.995 for its 192-layer, 384-sub-layer model). Choice for encoder-decoder (the
+    code has no decoder): each stack counts its own sub-layers, 2N encoder and 3M decoder."""
+    if not isinstance(sublayers, int) or sublayers <= k:
+        raise ValueError(f"DeepScaleLM needs more than {k:g} residual sub-layers per stack "
+                         f"(beta^2 = {k:g} / sub-layers < 1), got {sublayers!r}: use at least 2 "
+                         f"encoder layers")
+    beta_sq = k / sublayers
+    return (1 - beta_sq) ** 0.5, beta_sq ** 0.5
+
+
+DEEPSCALELM_INPUT_CORRELATION = 0.221
+"""DeepScaleLM's token correlation of the input embeddings, before dropout: a constant its code
+measured on its BERT pre-training data (r_0 = 0.221 (1 - p)); we keep it for translation."""
+
+
+def deepscalelm_correlation_after(r: float, sublayer: str, dropout: float,
+                                  lam: float, beta: float) -> float:
+    """The token correlation of the stream after one residual sub-layer ``lambda x + beta F``:
+    an attention's output tokens are averages of each other (correlation 1, dropout leaves
+    1 - p); a ReLU FFN's follows the arc-cosine kernel of order 1; the sum mixes the two by
+    the moments lambda^2 and beta^2."""
+    import math
+
+    if sublayer == "ffn":
+        out = (1 - dropout) * (r + (math.sqrt(max(0.0, 1 - r * r)) - r * math.acos(r)) / math.pi)
+    else:
+        out = 1 - dropout
+    return (lam ** 2 * r + beta ** 2 * out) / (lam ** 2 + beta ** 2)
+
+
+def deepscalelm_gains(d: int, d_ffn: int, dropout: float, r: float):
+    """Init variances of DeepScaleLM's moment-preserving initialisation (its code, ReLU FFN):
+    q, k 1/d; fc1 and fc2 each sqrt(2 (1 - p) / (d d_ffn)), so that the FFN's output second
+    moment is (1 - p) times its input's (their sqrt((1 - p)/2)/d at d_ffn = 4d); v and out_proj
+    each sqrt((1 - p) / r) / d, r the token correlation at the sub-layer's input, which sets an
+    attention's output moment (r times its input's for averaged tokens) to 1 - p."""
+    return {"qk": 1 / d, "ffn": (2 * (1 - dropout) / (d * d_ffn)) ** 0.5,
+            "vo": ((1 - dropout) / r) ** 0.5 / d}
+
+
 # --------------------------------------------------------------------------------------------
 # Depth transfer (beyond the paper; --depth-transfer, --depth-base): hyperparameter transfer
 # across depth. The rules of CompleteP (Dey et al., NeurIPS 2025, arXiv 2505.01618, Table 1;

@@ -294,6 +294,11 @@ _DECLARED = (
            model_options=(ModelOption(
                "mix_ln_ratio", 0.25, "Mix-LN's alpha in [0, 1): the lowest floor(alpha L) "
                "layers of each stack are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25)"),)),
+    # lambda x + beta G(LN(x)), lambda^2 + beta^2 = 1, with a moment-preserving init
+    Method("deepscalelm", "Pre-LN; lambda x + beta G(LN(x)), beta^2 = 2/(sub-layers), lambda^2 "
+           "= 1 - beta^2; moment-preserving init", "Kedia et al. 2024 (DeepScaleLM, arXiv "
+           "2403.09635; akhilkedia/TranformersGetStable)", "pre", layers="DeepScaleLM",
+           family="after 2022"),
     # last sub-layer: LN(h + G(h) + x), x the layer's input
     Method("b2t", "Post-LN; the layer input is added again before its last LN; weights x L^(-1/2)",
            "Takase et al. 2023 (B2T connection, arXiv 2206.00330; takase/b2t_connection)",

@@ -770,6 +770,65 @@ class LNScaling(MethodLayer):
         return output * self.ln_scale
 
 
+@layer_rule
+class DeepScaleLM(MethodLayer):
+    """DeepScaleLM (Kedia et al., ICML 2024, arXiv 2403.09635; akhilkedia/TranformersGetStable):
+    Pre-LN with ``lambda x + beta G(LN(x))``, lambda^2 + beta^2 = 1, beta^2 = 2 / (sub-layers of
+    the stack) (``constants.deepscalelm_scales``), and a moment-preserving init: q/k variance
+    1/d, fc1/fc2 sqrt(2 (1 - p) / (d d_ffn)), v/out sqrt((1 - p) / r) / d with r the token
+    correlation the paper's model predicts at that sub-layer's input, all biases 0
+    (``constants.deepscalelm_gains``). Choices (its code is BERT-only): each stack counts its own
+    sub-layers (2N, 3M); the cross-attention is a sub-layer like the others, its v/out drawn with
+    the encoder output's correlation; embeddings keep fairseq's init (the Pre-LN LayerNorms
+    normalise them); the FFN factor is ReLU's (fairseq's default activation)."""
+
+    def setup(self, cfg):
+        _require_pre_ln(self, "DeepScaleLM")
+        if cfg.activation_fn != "relu":
+            raise ValueError(f"DeepScaleLM's init is derived for ReLU; got --activation-fn "
+                             f"{cfg.activation_fn}")
+        p = cfg.dropout
+        self.lam, self.beta = constants.deepscalelm_scales(self.num_sublayers * self.depth)
+        kinds = ("attn", "cross", "ffn") if self.num_sublayers == 3 else ("attn", "ffn")
+        # the correlation at each sub-layer's input, from the embeddings through the layers below
+        r = constants.DEEPSCALELM_INPUT_CORRELATION * (1 - p)
+        inputs = {}
+        for _ in range(self.index):
+            for kind in kinds:
+                inputs[kind] = r
+                r = constants.deepscalelm_correlation_after(r, kind, p, self.lam, self.beta)
+        if "cross" in kinds:  # its values are the encoder's output
+            inputs["cross"] = self.encoder_output_correlation(cfg, p)
+        width, ffn = cfg.encoder.embed_dim if self.side == "encoder" else cfg.decoder.embed_dim, \
+            (cfg.encoder if self.side == "encoder" else cfg.decoder).ffn_embed_dim
+        for role, linear in linears(self).items():
+            if role.endswith(("q_proj", "k_proj")):
+                var = constants.deepscalelm_gains(width, ffn, p, 1.0)["qk"]
+            elif role in ("fc1", "fc2"):
+                var = constants.deepscalelm_gains(width, ffn, p, 1.0)["ffn"]
+            else:
+                kind = "cross" if role.startswith("encoder_attn") else "attn"
+                var = constants.deepscalelm_gains(width, ffn, p, inputs[kind])["vo"]
+            nn.init.normal_(linear.weight, std=var ** 0.5)
+            if linear.bias is not None:
+                nn.init.zeros_(linear.bias)
+
+    @staticmethod
+    def encoder_output_correlation(cfg, p: float) -> float:
+        lam, beta = constants.deepscalelm_scales(2 * cfg.encoder.layers)
+        r = constants.DEEPSCALELM_INPUT_CORRELATION * (1 - p)
+        for _ in range(cfg.encoder.layers):
+            for kind in ("attn", "ffn"):
+                r = constants.deepscalelm_correlation_after(r, kind, p, lam, beta)
+        return r
+
+    def residual_connection(self, x, residual):
+        return torch.add(residual * self.lam, x, alpha=self.beta)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, lambda={self.lam:.4f}, beta={self.beta:.4f}"
+
+
 class DynamicTanh(nn.Module):
     """DyT (Zhu et al. 2025): ``weight * tanh(alpha * x) + bias`` over the last dimension,
     alpha a learnable scalar starting at ``alpha0``, weight ones and bias zeros."""

@@ -25,7 +25,7 @@ from . import atomic_open, save_png, write_atomically
 from .runlog import valid_curve
 
 CURVE_FILE = "valid_loss.csv"
-EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"),
+EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"), ("config.json", "config.json"),
             (os.path.join("eval", "eval.json"), "eval.json"))
 
 

@@ -247,13 +247,16 @@ def zero_ln_lr(toy_data, tmp_path_factory):
     root = tmp_path_factory.mktemp("zero-ln-lr")
     runs = []
     for precision in sorted(ZERO):
-        for variant, option in (("plain", []), ("scaled", ["--deepnorm-ln-lr-multiplier", "auto"])):
+        transfer = ["--depth-transfer", "depth_mup", "--depth-base", "1"]
+        for variant, option in (("plain", []), ("scaled", ["--deepnorm-ln-lr-multiplier", "auto"]),
+                                ("transfer", transfer), ("transferddp", transfer)):
             name = f"{precision}-{variant}"
+            sharding = ZERO[precision][2:] if variant == "transferddp" else ZERO[precision]
             runs.append({"name": name, "log": str(root / f"{name}.log"),
                          "steps": str(root / name),
                          "argv": [str(toy_data), *TWO_PROCESSES, "--arch", "deepnet_transformer_tiny",
                                   "--dropout", "0", "--max-update", "1", "--no-save",
-                                  *ZERO[precision], *option]})
+                                  *sharding, *option]})
     spec = root / "runs.json"
     spec.write_text(json.dumps(runs))
     torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
@@ -300,3 +303,20 @@ def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precisio
     if precision == "fp16":  # and the fp16 model holds its masters' values, rounded
         for name in layernorm:
             assert not torch.equal(scaled[0]["steps"][name], plain[0]["steps"][name]), name
+
+
+@pytest.mark.parametrize("precision", sorted(ZERO))
+def test_zero1_steps_with_depth_transfer_are_those_without_sharding(zero_ln_lr, precision):
+    """--depth-transfer tags every layer parameter (lr x k, Adam epsilon x e, applied as the
+    gradient / e during the step): with ZeRO-1 one update of 2 processes gives the steps of
+    the same update without sharding, whose values test_depth_transfer.py checks against
+    Adam's formula; every layer parameter's step is tagged and real."""
+    sharded, replicated = zero_ln_lr[(precision, "transfer")], zero_ln_lr[(precision, "transferddp")]
+    stepped = "masters" if precision == "fp16" else "steps"
+    layers = [n for n in sharded[0][stepped] if ".layers." in n]
+    own = [set(r["own_tagged"]) for r in sharded]
+    assert own[0] | own[1] == set(layers) and not own[0] & own[1]
+    for name, step in sharded[0][stepped].items():
+        assert step.abs().max() > 0, name
+        torch.testing.assert_close(step, replicated[0][stepped][name], rtol=1e-5, atol=1e-7,
+                                   msg=name)

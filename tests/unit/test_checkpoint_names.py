@@ -17,7 +17,7 @@ from support import REPO, build
 
 
 # every --arch the plugin registers -> its registered model
-_PER_METHOD = ("admin", "b2t", "dlcl", "ds_init", "dyt", "lipschitz", "ln_scaling", "mix_ln",
+_PER_METHOD = ("admin", "b2t", "deepscalelm", "dlcl", "ds_init", "dyt", "lipschitz", "ln_scaling", "mix_ln",
                "normformer", "peri_ln", "r_fixup", "resi_dual", "rezero", "subln", "t_fixup")
 ARCHS = {
     **{arch: f"{name}_transformer" for name in _PER_METHOD

@@ -51,7 +51,8 @@ def test_registry_lists_every_compared_method_and_the_optimizer_aware_forms():
                 "dlcl", "normformer", "lipschitz", "deepnet"}
     forms = {f"deepnet_{form}" for form in constants.CONSTANT_FORMS if form != "paper"}
     layer_norm_lr = {"deepnet_ln", "deepnet_adam_ln"}  # the LayerNorm lr remedy as methods
-    after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual"}  # since 2022
+    after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual",
+                     "deepscalelm"}  # since 2022
     depth_transfer = {"deepnet_completep", "deepnet_depth_mup", "pre_ln_completep"}
     assert set(methods.METHODS) == (compared | forms | layer_norm_lr | after_deepnet
                                     | depth_transfer)
@@ -527,3 +528,52 @@ def test_decoder_only_deepnorm_constants(mono_data):
         assert (layer.alpha, layer.beta) == (c.decoder_alpha, c.decoder_beta)
     assert model.decoder.layer_norm is None  # Post-LN: no final LayerNorm
     assert (round(c.decoder_alpha, 4), round(c.decoder_beta, 4)) == (2.6321, 0.2686)
+
+
+# --- DeepScaleLM -------------------------------------------------------------------------------
+
+
+def test_deepscalelm_layer_is_lambda_x_plus_beta_branch_by_hand(toy_data):
+    """4L encoder: 8 sub-layers, beta^2 = 2/8, lambda^2 = 3/4; 3L decoder: 9, beta^2 = 2/9.
+    Pre-LN: each sub-layer adds beta G(LN(x)) to lambda x, by hand."""
+    model, _, _ = build(toy_data, "deepscalelm_transformer_tiny", "--encoder-layers", 4,
+                        "--decoder-layers", 3, "--dropout", 0)
+    layer = model.encoder.layers[1].eval()
+    assert (layer.lam, layer.beta) == pytest.approx((0.75 ** 0.5, 0.5))
+    assert (model.decoder.layers[0].lam, model.decoder.layers[0].beta) == \
+        pytest.approx(((7 / 9) ** 0.5, (2 / 9) ** 0.5))
+    with torch.no_grad():
+        x = torch.randn(7, 3, layer.embed_dim)
+        a = layer.self_attn_layer_norm(x)
+        h = 0.75 ** 0.5 * x + 0.5 * layer.self_attn(query=a, key=a, value=a,
+                                                     key_padding_mask=None,
+                                                     need_weights=False)[0]
+        f = layer.final_layer_norm(h)
+        expected = 0.75 ** 0.5 * h + 0.5 * layer.fc2(torch.relu(layer.fc1(f)))
+        torch.testing.assert_close(layer(x, None), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_deepscalelm_init_is_moment_preserving_by_hand(toy_data):
+    """Width 64, FFN 128, dropout 0.1: fc1/fc2 variance sqrt(2 * 0.9 / (64 * 128)); q/k 1/64;
+    the first layer's v/out sqrt(0.9 / r0) / 64 with r0 = 0.221 * 0.9 (the input's token
+    correlation); biases 0."""
+    model, _, _ = build(toy_data, "deepscalelm_transformer_tiny", "--encoder-layers", 4,
+                        "--dropout", 0.1)
+    first = model.encoder.layers[0]
+    expected = {"fc1": (2 * 0.9 / (64 * 128)) ** 0.25, "fc2": (2 * 0.9 / (64 * 128)) ** 0.25,
+                "self_attn.q_proj": 1 / 8, "self_attn.k_proj": 1 / 8,
+                "self_attn.v_proj": ((0.9 / (0.221 * 0.9)) ** 0.5 / 64) ** 0.5,
+                "self_attn.out_proj": ((0.9 / (0.221 * 0.9)) ** 0.5 / 64) ** 0.5}
+    modules = dict(first.named_modules())
+    for role, std in expected.items():
+        weight = modules[role].weight
+        assert weight.std().item() == pytest.approx(std, rel=0.05), role
+        assert not modules[role].bias.any()
+    # the correlation grows with depth, so deeper v/out start smaller
+    assert model.encoder.layers[3].self_attn.v_proj.weight.std() < \
+        first.self_attn.v_proj.weight.std()
+
+
+def test_deepscalelm_refuses_a_stack_too_shallow_for_its_beta(toy_data):
+    with pytest.raises(ValueError, match="more than 2 residual sub-layers"):
+        build(toy_data, "deepscalelm_transformer_tiny", "--encoder-layers", 1)
