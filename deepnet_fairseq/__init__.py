@@ -21,6 +21,9 @@ def register() -> None:
     """Register the plugin with fairseq (idempotent: Python imports each module once)."""
     from . import models, tasks  # noqa: F401  (their registrations)
     from .storage import checkpoint_compat  # noqa: F401  (its registrations)
+    from .storage.checkpoint_io import load_fairseq_checkpoints_weights_only
+
+    load_fairseq_checkpoints_weights_only()
 
 
 if "fairseq" in sys.modules:  # loaded as fairseq's --user-dir, or after fairseq

@@ -49,6 +49,7 @@ from typing import Dict, List
 
 import torch
 
+from .constants import RECORD
 from .storage.checkpoint_io import (CheckpointError, output_problem, read_checkpoint, save_checkpoint,
                             signals_raise)
 
@@ -117,6 +118,41 @@ def tied(model: Dict) -> Dict[str, str]:
     return aliases
 
 
+# the model options that define the function a checkpoint computes; with every option a method
+# declares (DeepNorm's constants, --depth-transfer, DS-Init's alpha, ...), from the declarations
+_DEFINING = ("_name", "arch", "encoder_layers", "decoder_layers", "encoder_embed_dim",
+             "decoder_embed_dim", "encoder_ffn_embed_dim", "decoder_ffn_embed_dim",
+             "encoder_attention_heads", "decoder_attention_heads", "encoder_normalize_before",
+             "decoder_normalize_before", "activation_fn", "share_all_embeddings",
+             "share_decoder_input_output_embed", "no_scale_embedding", "layernorm_embedding")
+
+
+def model_configuration(state: Dict) -> Dict:
+    """The options of a checkpoint that define its model (``_DEFINING`` and every method's own
+    options); options a checkpoint does not record are left out."""
+    from .methods import METHODS
+
+    cfg = state.get("cfg") or {}
+    model = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
+    if model is None:
+        model = state.get("args")
+    if model is None:
+        return {}
+    options = vars(model) if hasattr(model, "__dict__") and not isinstance(model, dict) \
+        else dict(model)
+    names = set(_DEFINING) | {o.name for m in METHODS.values() for o in m.all_model_options}
+    return {name: str(options[name]) for name in sorted(names) if name in options}
+
+
+def _same_model(path: str, first: str, config: Dict, reference: Dict) -> None:
+    differences = [f"{name} {reference.get(name, '(absent)')} vs {config.get(name, '(absent)')}"
+                   for name in sorted(set(config) | set(reference))
+                   if config.get(name) != reference.get(name)]
+    if differences:
+        raise ValueError(f"{path} is not the model of {first}: its model options differ "
+                         f"({'; '.join(differences)}); average checkpoints of one run")
+
+
 def average(paths: List[str]) -> Dict:
     """A model-only checkpoint (``model_only``) whose model is the mean of the inputs'."""
     if not paths:
@@ -129,7 +165,10 @@ def average(paths: List[str]) -> Dict:
         model = state["model"]
         if names is None:
             names, aliases = set(model), tied(model)
-        elif set(model) != names:
+            reference = model_configuration(state)
+        else:
+            _same_model(path, paths[0], model_configuration(state), reference)
+        if set(model) != names:
             raise ValueError(f"{path} has different parameters from {paths[0]}: not one model")
         for name, tensor in model.items():
             if name in aliases:
@@ -137,7 +176,13 @@ def average(paths: List[str]) -> Dict:
             if name in sums and tensor.shape != sums[name].shape:
                 raise ValueError(f"{path}: {name} has shape {tuple(tensor.shape)}, "
                                  f"{tuple(sums[name].shape)} in {paths[0]}: not one model")
-            if not tensor.is_floating_point():  # counters, integer buffers: the newest's
+            if name.endswith("." + RECORD):  # the constants a layer was built with: equal
+                if name in sums and not torch.equal(sums[name], tensor):
+                    raise ValueError(f"{path}: {name} = {tensor.tolist()}, "
+                                     f"{sums[name].tolist()} in {paths[0]}: the layers were "
+                                     f"built with other constants; not one model")
+                sums[name] = tensor.clone()
+            elif not tensor.is_floating_point():  # counters, integer buffers: the newest's
                 sums[name] = tensor.clone()
             elif name in sums:
                 sums[name].add_(tensor)  # read from the mapped file, added in float32
@@ -147,7 +192,7 @@ def average(paths: List[str]) -> Dict:
         if path != paths[-1]:
             del state, model  # unmap this file before the next is opened
     for name, total in sums.items():
-        if total.is_floating_point():
+        if total.is_floating_point() and not name.endswith("." + RECORD):
             sums[name] = total.div_(len(paths)).to(dtypes[name])
     averaged = {name: sums[aliases.get(name, name)] for name in model}  # the inputs' order
     return model_only(state, averaged,

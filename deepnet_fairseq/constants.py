@@ -39,6 +39,11 @@ class DeepNormConstants:
         return dataclasses.replace(self, **chosen)
 
 
+RECORD = "deepnorm_constants"
+"""Name of the buffer in which each DeepNorm layer records the (alpha, beta) it was built with
+(checkpoints keep it; averaging requires it equal across inputs)."""
+
+
 # The paper's Figure 2 as printed (architecture, encoder alpha, encoder beta, decoder alpha,
 # decoder beta); encoder_decoder, encoder_only and decoder_only below compute these formulas.
 FIGURE_2 = (

@@ -12,6 +12,8 @@ import threading
 import time
 from typing import Callable, List, Mapping, Optional, Tuple
 
+from .storage.fileio import open_no_follow
+
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 KILL_AFTER_S = 20  # after passing a signal on, SIGKILL what is left after this long
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -121,7 +123,7 @@ def run_forwarding(cmd: List[str], env: Mapping[str, str], logs: Optional[List[s
         if received:
             stopper.kill(received[0])
         if logs is not None:
-            outs = [open(path, "ab") for path in logs]
+            outs = [open_no_follow(path, "ab") for path in logs]
             try:
                 for line in proc[0].stdout:
                     for out in outs:
@@ -158,7 +160,7 @@ def run_many(cmds: List[List[str]], env: Mapping[str, str], logs: List[str], at_
             while waiting or running:
                 while waiting and len(running) < at_once and not stopper.stopping:
                     index = waiting.pop(0)
-                    with open(logs[index], "ab") as log:
+                    with open_no_follow(logs[index], "ab") as log:
                         running[index] = subprocess.Popen(
                             cmds[index], stdout=log, stderr=subprocess.STDOUT,
                             env={**env, "PYTHONUNBUFFERED": "1"}, start_new_session=True,

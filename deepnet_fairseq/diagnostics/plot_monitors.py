@@ -106,13 +106,20 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if not os.path.isfile(args.log):
         parser.error(f"log file not found: {args.log}")
+    from ..storage.fileio import OutputIsInput, check_output
+
+    csv_path = os.path.splitext(args.output)[0] + ".csv"
+    try:
+        for output in (args.output, csv_path):
+            check_output(output, [args.log])
+    except OutputIsInput as err:
+        parser.error(str(err))
     with open(args.log, errors="replace") as f:
         rows = parse_log(f)
     if not rows:
         sys.exit(f"error: no per-layer monitor values (mon_grad.enc.0 ...) in {args.log}; train "
                  f"with --task translation_monitored and a --log-interval/--monitor-interval "
                  f"that the run reaches")
-    csv_path = os.path.splitext(args.output)[0] + ".csv"
     write_csv(csv_path, rows)
     plot(args.output, rows, os.path.basename(args.log))
     updates = sorted({r[0] for r in rows})

@@ -171,6 +171,13 @@ def main(argv=None) -> int:
         parser.error(f"checkpoint(s) not found: {', '.join(missing)}")
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (sources are exchanged within the batch)")
+    from ..storage.fileio import OutputIsInput, check_output
+
+    try:
+        if args.out:
+            check_output(args.out, args.checkpoints)
+    except OutputIsInput as err:
+        parser.error(str(err))
     problem = missing_dictionaries(args.data)
     if problem:
         parser.error(problem)

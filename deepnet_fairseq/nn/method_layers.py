@@ -214,8 +214,7 @@ def _reinit_(layer, init_weight) -> None:
 
 # --- DeepNorm ---------------------------------------------------------------------------------
 
-RECORD = "deepnorm_constants"
-"""Name of the buffer in which each DeepNorm layer records the (alpha, beta) it was built with."""
+RECORD = constants.RECORD
 
 
 def deepnorm_form(args) -> str:

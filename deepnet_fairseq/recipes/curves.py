@@ -100,6 +100,14 @@ def main(argv: List[str] = None) -> None:
     args = parser.parse_args(argv)
     if not (args.plot or args.export):
         parser.error("nothing to do: give --plot PNG and/or --export DIR")
+    from ..storage.fileio import OutputIsInput, check_output
+
+    inputs = [os.path.join(r, name) for r in args.runs for name in ("train.log", CURVE_FILE)]
+    try:
+        if args.plot:
+            check_output(args.plot, inputs)
+    except OutputIsInput as err:
+        parser.error(str(err))
     try:
         curves = {os.path.basename(os.path.normpath(r)): read_curve(r) for r in args.runs}
     except (OSError, ValueError) as error:

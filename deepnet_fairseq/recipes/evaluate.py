@@ -29,6 +29,7 @@ one stops the evaluation with one line, ``cannot read PATH: CAUSE`` (exit status
 import argparse
 import contextlib
 import inspect
+import json
 import logging
 import os
 import sys
@@ -37,7 +38,7 @@ from ..average_checkpoints import at_least_one
 from . import write_json
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
-from .workdir import MARKER, fresh, is_ours, remove_tree
+from .workdir import MARKER, Busy, RunLock, fresh, is_ours, remove_tree
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -57,6 +58,37 @@ def average_last(checkpoints: str, count: int, output: str) -> None:
         print(f"averaging {count} checkpoints: {' '.join(map(os.path.basename, paths))}",
               file=sys.stderr)
     save_atomically(average(paths), output)
+
+
+PURPOSE = "purpose.json"
+"""What an evaluation is of (in ``eval/`` and ``eval.tmp/``): the checkpoints it read (name,
+size, modification time) and its exact arguments (decoding settings, directions, references)."""
+
+
+def purpose(run_dir: str, argv) -> dict:
+    """The record of what an evaluation of RUN_DIR with ARGV evaluates: a result or a half-done
+    evaluation of another is stale (redone), never reused."""
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    files = sorted(n for n in os.listdir(checkpoints) if n.endswith(".pt")) \
+        if os.path.isdir(checkpoints) else []
+    stats = {n: os.stat(os.path.join(checkpoints, n)) for n in files}
+    return {"checkpoints": [[n, st.st_size, st.st_mtime_ns] for n, st in stats.items()],
+            "arguments": [str(a) for a in argv]}
+
+
+def _recorded_purpose(directory: str):
+    try:
+        with open(os.path.join(directory, PURPOSE), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def up_to_date(run_dir: str, argv) -> bool:
+    """Whether RUN_DIR/eval holds the result of evaluating these checkpoints with ARGV."""
+    final = os.path.join(run_dir, "eval")
+    return (os.path.isfile(os.path.join(final, "eval.json"))
+            and _recorded_purpose(final) == purpose(run_dir, argv))
 
 
 def _dictionaries(task):
@@ -114,6 +146,25 @@ def models_loaded_once():
         checkpoint_utils.load_model_ensemble = original
 
 
+def dictionary_problem(checkpoint: str, data: str, directions) -> "str | None":
+    """Why the model in CHECKPOINT cannot decode DATA (its embeddings are not the size of the
+    data's dictionaries, as ``deepnet-export`` checks), or None: one line instead of fairseq's
+    size-mismatch traceback. Directions whose dict.LANG.txt files DATA does not have
+    (multilingual data with one shared dictionary) are left to fairseq."""
+    from ..export import ExportError, check_dictionaries
+    from ..storage.checkpoint_io import read_checkpoint
+
+    weights = read_checkpoint(checkpoint, mmap=True)["model"]
+    for direction in directions:
+        src, tgt = direction.split("-")
+        if all(os.path.isfile(os.path.join(data, f"dict.{lang}.txt")) for lang in (src, tgt)):
+            try:
+                check_dictionaries(weights, {"source_lang": src, "target_lang": tgt}, data)
+            except ExportError as err:
+                return f"{checkpoint}: {str(err).split(': pass --data')[0]}"
+    return None
+
+
 def check_distinct(generate_output: str) -> dict:
     """distinct.py's count of the direction's hypotheses, its report printed (a warning block
     when the model ignores its source)."""
@@ -136,7 +187,9 @@ def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
     final = os.path.join(out_dir, direction)
     if not os.path.isdir(final):
         tmp = final + ".tmp"
-        remove_tree(tmp)  # a stale one of an interrupted decode: ours, in the recipes' eval.tmp
+        # fresh and marked before fairseq writes into it: a decode stopped half-way (a signal,
+        # a fairseq error) leaves a directory the next evaluation may delete
+        fresh(tmp)
         args = options.parse_args_and_arch(options.get_generation_parser(), [
             *generate_args, "--path", averaged, "--source-lang", src, "--target-lang", tgt,
             "--results-path", tmp])
@@ -167,8 +220,19 @@ def main(argv=None) -> None:
     parser.add_argument("--compound-split", action="store_true")
     parser.add_argument("generate_args", nargs=argparse.REMAINDER,
                         help="after --: DATA_BIN and fairseq-generate options (no --path)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     generate_args = args.generate_args[1:] if args.generate_args[:1] == ["--"] else args.generate_args
+    try:
+        # one process at a time in a run directory: not while it trains (checkpoints changing
+        # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock)
+        with RunLock(args.run_dir):
+            _evaluate(parser, args, argv, generate_args)
+    except Busy as err:
+        parser.exit(1, f"error: {err}\n")
+
+
+def _evaluate(parser, args, argv, generate_args) -> None:
     checkpoints = os.path.join(args.run_dir, "checkpoints")
     work = os.path.join(args.run_dir, "eval.tmp")
     averaged = os.path.join(work, "averaged.pt")
@@ -179,8 +243,16 @@ def main(argv=None) -> None:
         if os.path.lexists(directory) and not is_ours(directory):
             parser.error(f"{directory} exists and the recipes did not create it (no {MARKER} "
                          "in it): move it away, then evaluate again")
-    if not (os.path.isfile(averaged) and os.path.getmtime(averaged) > os.path.getmtime(last)):
-        fresh(work)  # a stale one is deleted only if the recipes made it (workdir's marker)
+    wanted = purpose(args.run_dir, argv)
+    if up_to_date(args.run_dir, argv):
+        print(f"{args.run_dir}/eval is the evaluation of these checkpoints with these settings: "
+              "kept", file=sys.stderr)
+        return
+    if not (os.path.isfile(averaged) and _recorded_purpose(work) == wanted):
+        # another evaluation's leftovers (other checkpoints or settings) are redone, not reused;
+        # deleted only because the recipes made them (workdir's marker)
+        fresh(work)
+        write_json(os.path.join(work, PURPOSE), wanted)
         from ..storage.checkpoint_io import CheckpointError
 
         try:
@@ -188,6 +260,11 @@ def main(argv=None) -> None:
         except CheckpointError as err:
             print(err, file=sys.stderr)
             sys.exit(1)
+    data = next((a for a in generate_args if not a.startswith("-")), None)
+    problem = data and dictionary_problem(averaged, data, args.directions.split(","))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(1)
     # fairseq-generate sends its log to the stream logging is first configured with: the
     # first direction's output file, closed when that direction is done
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",

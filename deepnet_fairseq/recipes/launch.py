@@ -259,6 +259,54 @@ def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List
     return ["--fp16-no-flatten-grads"] if needs and flat else []
 
 
+# fairseq-train options the recipe sets from one of its settings: refused in TRAIN_ARGS with
+# the setting to use instead. A run's records (config.json, status.json, the results table)
+# say what its settings say; an option slipped behind them would train something else.
+SETTING_OF_OPTION = {
+    "--arch": "METHOD", "--encoder-layers": "LAYERS or ENC_LAYERS",
+    "--decoder-layers": "LAYERS or DEC_LAYERS", "--save-dir": "RUN_NAME or DEEPNET_WORK",
+    "--task": "the dataset (scripts/<dataset>/)", "--user-dir": "none: the recipe's plugin",
+    "--lr": "LR", "--seed": "SEED", "--max-update": "MAX_UPDATE", "--max-epoch": "MAX_EPOCH",
+    "--warmup-updates": "WARMUP", "--warmup-init-lr": "WARMUP_INIT_LR", "--dropout": "DROPOUT",
+    "--max-tokens": "MAX_TOKENS", "--update-freq": "TOKENS_PER_UPDATE",
+    "--distributed-world-size": "NPROC and NNODES", "--encoder-embed-dim": "EMBED_DIM",
+    "--decoder-embed-dim": "EMBED_DIM", "--encoder-ffn-embed-dim": "FFN_DIM",
+    "--decoder-ffn-embed-dim": "FFN_DIM", "--encoder-attention-heads": "HEADS",
+    "--decoder-attention-heads": "HEADS", "--source-lang": "SRC", "--target-lang": "TGT",
+    "--label-smoothing": "LABEL_SMOOTHING", "--weight-decay": "WEIGHT_DECAY",
+    "--clip-norm": "CLIP_NORM", "--adam-betas": "ADAM_BETAS",
+    "--save-interval-updates": "SAVE_INTERVAL_UPDATES", "--keep-interval-updates": "AVERAGE_LAST",
+    "--log-interval": "LOG_INTERVAL", "--ddp-backend": "DDP_BACKEND",
+    "--num-workers": "NUM_WORKERS", "--fp16": "PRECISION", "--bf16": "PRECISION",
+}
+
+
+def train_args_of(cfg: Settings) -> List[str]:
+    """TRAIN_ARGS split as a shell splits it; a quoting error is a setting error, not a
+    traceback (and not the end of a sweep)."""
+    text = cfg.get("TRAIN_ARGS") or ""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise SettingError(f"TRAIN_ARGS={text!r} (from {cfg.sources.get('TRAIN_ARGS')}): {err}; "
+                           "quote it as in a shell") from None
+
+
+def check_train_args(extra: List[str], own: List[str]) -> None:
+    """Refuse TRAIN_ARGS options that the recipe's command already sets (``own``)."""
+    ours = {arg.partition("=")[0] for arg in own if arg.startswith("--")}
+    refused = []
+    for arg in extra:
+        flag = arg.partition("=")[0]
+        if flag.startswith("--") and flag in ours:
+            setting = SETTING_OF_OPTION.get(flag)
+            refused.append(f"{flag} is set by the recipe" + (
+                f" from {setting}: set that instead" if setting
+                else ": the run's records would not say what it trained"))
+    if refused:
+        raise SettingError("TRAIN_ARGS: " + "; ".join(refused))
+
+
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
                   python: str = sys.executable) -> List[str]:
     """The exact command line of one node's training launch."""
@@ -303,7 +351,9 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
              "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
              "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
              "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]
-    args += shlex.split(cfg.get("TRAIN_ARGS") or "")  # last: they win over the recipe's
+    extra = train_args_of(cfg)
+    check_train_args(extra, args)
+    args += extra  # last: options the recipe does not set
 
     # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main with its fixes) where
     # fairseq 0.12 alone fails: several CPU processes under torchrun, bf16 off TPUs, fp16 on CPU

@@ -30,8 +30,16 @@ from typing import Dict, Optional
 
 from . import write_json
 
-_DIVERGED = re.compile(r"FloatingPointError|Minimum loss scale reached|gradients are Nan/Inf"
-                       r"|\bloss=(nan|inf|-inf)\b", re.IGNORECASE)
+# fairseq's own reports of non-finite numbers, matched only where fairseq writes them: the
+# exception line of its traceback (FloatingPointError: gradients are Nan/Inf, Minimum loss scale
+# reached; torchrun prefixes a worker's lines with [rankN]:) and its progress records. Not
+# anywhere in a line: the attempt header (HEADER) and fairseq's dump of its options hold the
+# command, whose paths, run name and TRAIN_ARGS may contain any of these words.
+_DIVERGED = re.compile(r"^(?:\[\w+\]:\s*)?FloatingPointError\b"
+                       r"|(?:^|\| )(?:train_inner|train|valid) \|.*\bloss[= ](?:nan|inf|-inf)\b",
+                       re.IGNORECASE)
+HEADER = "==== attempt "
+"""How the runner's own lines in a training log start (never read as fairseq's output)."""
 VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
 UPDATES = re.compile(r"num_updates[= ](\d+)")
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
@@ -132,12 +140,15 @@ class Progress:
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
              signal: Optional[str] = None) -> Dict:
     """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
+    # fairseq's output only: the runner's header lines hold the command
+    log_text = "\n".join(line for line in log_text.splitlines() if not line.startswith(HEADER))
     valid = [_float(v) for v in VALID_LOSS.findall(log_text)]
     updates = [int(u) for u in UPDATES.findall(log_text)]
     last_valid: Optional[float] = valid[-1] if valid else None
     result = {"last_valid_loss": last_valid, "num_updates": max(updates) if updates else 0}
     uniform = math.log2(vocab_size)
-    diverged = next((line.strip() for line in log_text.splitlines() if _DIVERGED.search(line)), None)
+    diverged = next((line.strip() for line in log_text.splitlines()
+                     if _DIVERGED.search(line)), None)
     if diverged:
         result.update(status="diverged", reason=f"fairseq reported: {diverged[:300]}")
     elif signal:

@@ -32,7 +32,9 @@ from ..processes import run_forwarding
 from . import runlog, write_atomically, write_json
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, method_args, paths, plan_layout,
                      task_args, train_command)
-from .settings import PREFIX, SETTINGS, SettingError, Settings, resolve, run_label, run_name
+from .settings import (PREFIX, SettingError, Settings, check_run_entry, resolve, run_label,
+                       run_name)
+from ..storage.fileio import open_no_follow
 from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, is_ours,
                       make_dirs)
 
@@ -50,7 +52,7 @@ def _now() -> str:
 
 
 def _append(path: str, text: str) -> None:
-    with open(path, "a", encoding="utf-8") as out:
+    with open_no_follow(path, "a") as out:
         out.write(text)
 
 
@@ -204,7 +206,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         write_atomically(os.path.join(run_dir, "command.sh"), shlex.join(command) + "\n")
         write_json(os.path.join(run_dir, "status.json"),
                    {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
-    header = (f"==== attempt {number}{f' (node {layout.node_rank})' if suffix else ''}, "
+    header = (f"{runlog.HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
               f"{_now()}, {socket.gethostname()}: {shlex.join(command)}\n")
     for path in (attempt_log, train_log):
         _append(path, header)
@@ -234,7 +236,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     log(cfg, "train", f"{name}: {progress.line()}")
     ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
     for path in (attempt_log, train_log):
-        _append(path, f"==== attempt {number} ended {_now()}: {ending}\n")
+        _append(path, f"{runlog.HEADER}{number} ended {_now()}: {ending}\n")
     if not layout.is_rank0:
         log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
                           "the status")
@@ -262,10 +264,12 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
-    last = os.path.join(run_dir, "checkpoints", "checkpoint_last.pt")
+    from .evaluate import up_to_date
+
     result = os.path.join(run_dir, "eval", "eval.json")
-    if os.path.isfile(result) and os.path.getmtime(result) > os.path.getmtime(last):
-        log(cfg, "evaluate", f"{name} already evaluated: {result}")
+    if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
+        log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "
+                             f"{result}")
         return 0
     write_json(os.path.join(run_dir, "evaluate.config.json"),
                {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
@@ -273,7 +277,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     log(cfg, "evaluate", f"{name}: average the last {cfg['AVERAGE_LAST']} checkpoints, decode "
                          f"(beam {cfg['BEAM']}, lenpen {cfg['LENPEN']}), score")
     evaluate_log = os.path.join(run_dir, "evaluate.log")
-    open(evaluate_log, "w").close()
+    open_no_follow(evaluate_log, "w").close()
 
     def echo(line):
         if "sacreBLEU" in line:
@@ -289,21 +293,24 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     return 0
 
 
+def results_dir(dataset: str, where: Mapping[str, str]) -> str:
+    """The sweep's ``$WORK/results``, created and marked by the recipes; one they did not create
+    (a user's own results/, a link) is refused, never written over."""
+    results = where["RESULTS"]
+    if os.path.lexists(results) and (os.path.islink(results) or not os.path.isdir(results)
+                                     or not is_ours(results)):
+        raise SettingError(f"{results} exists and the recipes did not create it (no {MARKER} "
+                           f"in it): the table is not written over it. Move it away and run the "
+                           f"sweep again (finished runs are kept), or draw the table elsewhere: "
+                           f"python -m deepnet_fairseq.recipes.report --dataset {dataset} "
+                           f"--runs {where['RUNS_DIR']} --out DIR")
+    return make_dirs(results)
+
+
 def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
     """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run."""
     if cfg.get("RUNS"):
-        specs = []
-        for entry in cfg["RUNS"].split():
-            fields = entry.split(":")
-            if len(fields) < 3 or not (fields[1].isdigit() and fields[2].isdigit()):
-                raise SettingError(f"RUNS entry {entry!r}: expected METHOD:ENC:DEC[:KEY=VALUE...]")
-            for override in fields[3:]:
-                key = override.partition("=")[0]
-                if "=" not in override or key not in SETTINGS:
-                    raise SettingError(f"RUNS entry {entry!r}: {override!r} is not KEY=VALUE "
-                                       "with KEY a recipe setting")
-            specs.append((fields[0], fields[1], fields[2], fields[3:]))
-        return specs
+        return [check_run_entry(entry) for entry in cfg["RUNS"].split()]
     return [(method, n, n, []) for method in cfg["METHODS"].split() for n in cfg["DEPTHS"].split()]
 
 
@@ -370,6 +377,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                               f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
     from .report import main as report_main
 
+    results_dir(cfg.dataset, where)
     # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
     stalled = [] if cfg.dataset == "opus100" else ["--data", where["BIN"]]
     report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],

@@ -30,15 +30,31 @@ import argparse
 import re
 import statistics
 import sys
+import unicodedata
 from typing import Dict, List
 
 import sacrebleu
 from sacremoses import MosesTokenizer
 
 from . import write_json
-from .clean import normaliser
+from .clean import normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def as_decoded(line: str) -> str:
+    """Text as the model's output reaches the scorer: Unicode NFKC (sentencepiece's
+    normalisation, ``spm.NORMALIZATION``, which every hypothesis went through), no byte-order
+    mark, no carriage return (no translation can contain one). Applied to both sides, so that a
+    reference saved as NFD (macOS), with a BOM or with CRLF line ends is compared as the text
+    it is, not as its bytes."""
+    return unicodedata.normalize("NFKC", line.replace("\ufeff", "").replace("\r", ""))
+
+
+def references(path: str) -> List[str]:
+    """The reference lines of ``path``, split as the corpus's lines are (``clean.read_lines``:
+    on \\n only, so a lone \\r cannot add a line; strict UTF-8) and read ``as_decoded``."""
+    return [as_decoded(line) for line in read_lines(path)]
 
 
 def hypotheses(generate_output: str) -> List[str]:
@@ -48,7 +64,7 @@ def hypotheses(generate_output: str) -> List[str]:
         for line in handle:
             if line.startswith("D-"):
                 head, _score, text = (line.rstrip("\n").split("\t") + ["", ""])[:3]
-                by_id[int(head[2:])] = text
+                by_id[int(head[2:])] = as_decoded(text)
     return [by_id[i] for i in sorted(by_id)]
 
 
@@ -64,9 +80,7 @@ def tokenize(lines: List[str], lang: str, compound_split: bool) -> List[str]:
 
 def score_direction(generate_output: str, reference: str, target_lang: str,
                     tokenized: bool, compound_split: bool) -> Dict:
-    hyps = hypotheses(generate_output)
-    with open(reference, encoding="utf-8") as handle:
-        refs = [line.rstrip("\n") for line in handle]
+    hyps, refs = hypotheses(generate_output), references(reference)
     if len(hyps) != len(refs):
         raise ValueError(f"{generate_output} has {len(hyps)} hypotheses but {reference} has "
                          f"{len(refs)} references: decoding was incomplete or the files differ")

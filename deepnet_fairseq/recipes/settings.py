@@ -112,7 +112,9 @@ SETTINGS: Dict[str, Setting] = {
     "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates"),
     "AVERAGE_LAST": _s("int", "checkpoints averaged for evaluation"),
     "TRAIN_ARGS": _s("text", "more fairseq-train options, appended last (split as a shell "
-                             "would), e.g. --no-save-optimizer-state"),
+                             "would), e.g. --no-save-optimizer-state; an option the recipe "
+                             "sets (--arch, --lr, --save-dir, ...) is refused, naming the "
+                             "setting to use"),
     # machine
     "MAX_TOKENS": _s("int", "tokens per process per step"),
     "PRECISION": _s("fp16|bf16|fp32", "training precision"),
@@ -203,8 +205,12 @@ def _check(name: str, value: str, source: str) -> str:
     kind = SETTINGS[name].kind
     where = f"{name}={value!r} (from {source})"
     value = value.strip()
+    if kind in ("int", "float", "ints", "betas") and not value.isascii():
+        # Python's int() and float() read other scripts' digits (LAYERS=٣); fairseq and the
+        # shell scripts do not
+        raise SettingError(f"{where}: expected ASCII digits (0-9)")
     if kind == "int":
-        if not re.fullmatch(r"\d+", value):
+        if not re.fullmatch(r"[0-9]+", value):
             raise SettingError(f"{where}: expected a whole number >= 0")
     elif kind == "float":
         try:
@@ -214,7 +220,7 @@ def _check(name: str, value: str, source: str) -> str:
         if not ok:
             raise SettingError(f"{where}: expected a number")
     elif kind == "ints":
-        if not re.fullmatch(r"\d+( +\d+)*", value):
+        if not re.fullmatch(r"[0-9]+( +[0-9]+)*", value):
             raise SettingError(f"{where}: expected whole numbers separated by spaces")
     elif kind == "betas":
         if not re.fullmatch(r"\(\s*[0-9.eE+-]+\s*,\s*[0-9.eE+-]+\s*\)", value):
@@ -342,13 +348,18 @@ RANGES: Dict[str, Tuple[Optional[float], Optional[float], bool]] = {
         "MAX_TOKENS", "BEAM", "LOG_INTERVAL", "NNODES", "FP16_SCALE_WINDOW", "MASTER_PORT",
         "CHECKPOINT_ACTIVATIONS_FROM", "WORKERS")},
     "LR": (0, None, False),
+    # fairseq's inverse_sqrt schedule divides by the warmup; numpy and torch seeds are 32-bit
+    "WARMUP": AT_LEAST_ONE,
+    "SEED": (0, 2 ** 32, True),
+    "MAX_LEN_A": (0, None, True),
+    "MAX_LEN_B": (0, None, True),
     "WARMUP_INIT_LR": (0, None, True),
     "CLIP_NORM": (0, None, True),
     "WEIGHT_DECAY": (0, None, True),
     "DROPOUT": (0, 1, True),
     "LABEL_SMOOTHING": (0, 1, True),
     "LEN_RATIO": (1, None, True),
-    "TEMPERATURE": (0, None, False),
+    "TEMPERATURE": (1e-3, None, True),  # sampling divides the logits by it: 1e-300 gives inf
     "FP16_INIT_SCALE": (0, None, False),
     "MIN_LOSS_SCALE": (0, None, False),
     "GPU_MEMORY_GB": (0, None, False),
@@ -389,11 +400,15 @@ def check_ranges(cfg: "Settings") -> None:
     if cfg.dataset != "opus100" and "SRC" in cfg and "TGT" in cfg and cfg["SRC"] == cfg["TGT"]:
         bad("TGT", f"the target language equals the source ({cfg['SRC']}): that is a copy "
                    "task, not translation; set SRC and TGT to two languages")
-    if "RUN_NAME" in cfg:
-        name = cfg["RUN_NAME"]
-        if "/" in name or "\0" in name or name.startswith(".") or len(name) > 200:
-            bad("RUN_NAME", "must be a plain directory name under $WORK/runs (no '/', not "
-                            "starting with '.', at most 200 characters)")
+    if "RUN_NAME" in cfg and run_name_problem(cfg["RUN_NAME"]):
+        bad("RUN_NAME", run_name_problem(cfg["RUN_NAME"]))
+    if cfg.get("TRAIN_ARGS"):
+        import shlex
+
+        try:
+            shlex.split(cfg["TRAIN_ARGS"])
+        except ValueError as err:
+            bad("TRAIN_ARGS", f"{err}; quote it as in a shell")
     if "ENCODING" in cfg:
         import codecs
 
@@ -466,6 +481,46 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
         if cfg.get("LANGS") == "all":
             cfg.set("LANGS", " ".join(x for x in MULTI30K_LANGS if x != "en"),
                     "derived: SOURCE=multi30k, LANGS=all")
+
+
+def run_name_problem(name: str) -> Optional[str]:
+    """Why NAME cannot be a run directory under $WORK/runs, or None."""
+    if "/" in name or "\\" in name or "\0" in name or name.startswith(".") or len(name) > 200:
+        return ("must be a plain directory name under $WORK/runs (no '/', not starting with "
+                "'.', at most 200 characters)")
+    return None
+
+
+def check_run_entry(entry: str) -> Tuple[str, str, str, List[str]]:
+    """(method, encoder layers, decoder layers, KEY=VALUE overrides) of one ``RUNS`` entry
+    METHOD:ENC:DEC[:KEY=VALUE...], each field checked as the setting it names, and the run
+    name it makes a plain directory name, before anything is written."""
+    fields = entry.split(":")
+    where = f"RUNS entry {entry!r}"
+    if len(fields) < 3:
+        raise SettingError(f"{where}: expected METHOD:ENC:DEC[:KEY=VALUE...]")
+    method, enc, dec, overrides = fields[0], fields[1], fields[2], fields[3:]
+    from .. import methods
+
+    try:
+        methods.get(method)
+    except ValueError as err:
+        raise SettingError(f"{where}: {err}") from None
+    for name, value in (("ENC_LAYERS", enc), ("DEC_LAYERS", dec)):
+        _check(name, value, where)
+        if int(value) < 1:
+            raise SettingError(f"{where}: {name} must be at least 1")
+    for override in overrides:
+        key, equals, value = override.partition("=")
+        if not equals or key not in SETTINGS:
+            raise SettingError(f"{where}: {override!r} is not KEY=VALUE with KEY a recipe "
+                               "setting")
+        _check(key, value, where)
+    problem = run_name_problem(run_name(method, enc, dec, overrides))
+    if problem:
+        raise SettingError(f"{where}: its run name {run_name(method, enc, dec, overrides)!r} "
+                           f"{problem}")
+    return method, enc, dec, overrides
 
 
 def run_name(method: str, enc: str, dec: str, overrides=()) -> str:

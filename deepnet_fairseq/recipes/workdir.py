@@ -98,7 +98,8 @@ class RunLock:
         import fcntl
         import socket
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # never through a link planted as DIR/.lock (its target would be truncated below)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

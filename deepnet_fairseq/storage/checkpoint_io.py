@@ -147,6 +147,29 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
                                     f"{_one_line(err)})") from err
 
 
+def load_fairseq_checkpoints_weights_only() -> None:
+    """Make fairseq's own checkpoint loading (``checkpoint_utils.load_checkpoint_to_cpu``: what
+    ``fairseq-generate --path``, ``fairseq-interactive``, ``fairseq-train --restore-file`` and the
+    hub interface call) read with torch's weights-only unpickler whatever
+    ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says, as the plugin's own readers do: fairseq calls
+    ``torch.load`` without ``weights_only``, which that variable (the way out torch's own error
+    message suggests) turns into a full unpickler that runs a checkpoint's code. Done when the
+    plugin registers; idempotent. A file that is not a checkpoint stops with ``CheckpointError``
+    (``cannot read PATH: CAUSE``)."""
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    if getattr(checkpoint_utils.load_checkpoint_to_cpu, "_deepnet_weights_only", False):
+        return
+
+    def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+        return read_fairseq_checkpoint(PathManager.get_local_path(path), arg_overrides)
+
+    load_checkpoint_to_cpu._deepnet_weights_only = True
+    load_checkpoint_to_cpu.__doc__ = load_fairseq_checkpoints_weights_only.__doc__
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+
+
 # ---- writing ----------------------------------------------------------------------------------
 
 def _temporary_pattern(output: str, kind: str) -> "re.Pattern":

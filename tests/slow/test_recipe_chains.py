@@ -16,6 +16,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -97,6 +98,55 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
     assert float(last.split(",")[1]) == float(rows["deepnet-2L-2L"]["last_valid_loss"])
     assert curves.read_curve(str(exported)) == curves.read_curve(
         str(wmt17 / "runs" / "deepnet-2L-2L"))
+
+
+def test_an_evaluation_stopped_while_decoding_resumes_and_records_what_it_evaluated(
+        wmt17, monkeypatch, capsys):
+    """(after the sweep above) A decode that fails half-way leaves eval.tmp with fairseq's
+    partial output: the next evaluation redoes it instead of refusing a directory fairseq made.
+    A result is kept only for the checkpoints and settings it was made with: another BEAM is
+    evaluated again, not answered from the cache. No evaluation while the run is locked."""
+    import fairseq_cli.generate
+
+    from deepnet_fairseq.recipes import evaluate
+    from deepnet_fairseq.recipes.workdir import RunLock
+
+    run = wmt17 / "runs" / "deepnet-1L-1L"
+    argv = json.load(open(run / "evaluate.config.json"))["command"][3:]
+    assert evaluate.up_to_date(str(run), argv)
+
+    def dies_half_way(args):
+        os.makedirs(args.results_path, exist_ok=True)
+        open(os.path.join(args.results_path, "generate-test.txt"), "w").write("S-0\tpartial\n")
+        raise RuntimeError("decoding stopped")
+
+    import shutil
+    shutil.rmtree(run / "eval")  # ours; as if it had never been evaluated
+    monkeypatch.setattr(fairseq_cli.generate, "main", dies_half_way)
+    with pytest.raises(RuntimeError, match="decoding stopped"):
+        evaluate.main(argv)
+    assert (run / "eval.tmp" / "en-de.tmp" / "generate-test.txt").is_file()
+    # the real decodes in processes of their own, as the recipes run them (fairseq's data
+    # loader workers, forked, would keep the run's lock in this one)
+    def evaluate_in_a_process(arguments):
+        subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes.evaluate", *arguments],
+                       check=True, capture_output=True, cwd=REPO)
+
+    evaluate_in_a_process(argv)
+    assert json.load(open(run / "eval" / "eval.json"))["directions"]["en-de"]["sentences"] == 60
+    assert not (run / "eval.tmp").exists() and evaluate.up_to_date(str(run), argv)
+    # another beam: not the cached result
+    other = [*argv]
+    beam = other.index("--beam") + 1
+    other[beam] = str(int(other[beam]) + 1)
+    assert not evaluate.up_to_date(str(run), other)
+    evaluate_in_a_process(other)
+    assert json.load(open(run / "eval" / "purpose.json"))["arguments"] == other
+    # the run's lock (a trainer holds it) keeps evaluations out
+    with RunLock(str(run)):
+        with pytest.raises(SystemExit) as stopped:
+            evaluate.main(argv)
+    assert stopped.value.code == 1 and "is in use by" in capsys.readouterr().err
 
 
 def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):

@@ -179,3 +179,44 @@ def test_benchmark_before_keeps_everything_and_agrees_on_the_mean(three):
     assert "| before | 4096 | 3072 | 9.5 | 3072 |" in text
     assert "| after | 2048 | 1024 | 2.0 | 1024 |" in text
     assert "before / after: peak RSS x2.00, above imports x3.00" in text
+
+
+@pytest.mark.parametrize("options,named", [
+    ({"arch": "deepnet_transformer_tiny", "deepnorm_constants": "adam"},
+     "deepnorm_constants paper vs adam"),
+    ({"arch": "post_ln_transformer_tiny"}, "arch deepnet_transformer_tiny vs post_ln_transformer_tiny"),
+    ({"arch": "deepnet_transformer_tiny", "encoder_layers": 3}, "encoder_layers 2 vs 3"),
+    ({"arch": "deepnet_transformer_tiny", "depth_transfer": "completep"},
+     "depth_transfer none vs completep"),
+])
+def test_checkpoints_of_different_model_configurations_are_refused_by_name(tmp_path, options,
+                                                                           named):
+    """Same parameter names, other models (deepnet and deepnet_adam, another depth with the
+    same tensors, ...): refused, naming the option that differs, nothing written."""
+    base = {"arch": "deepnet_transformer_tiny", "encoder_layers": 2, "deepnorm_constants": "paper",
+            "depth_transfer": "none"}
+    paths = []
+    for name, model_options in (("a", base), ("b", {**base, **options})):
+        path = tmp_path / f"{name}.pt"
+        torch.save({"cfg": {"model": argparse.Namespace(**model_options)},
+                    "model": {"w": torch.ones(2)}}, path)
+        paths.append(str(path))
+    with pytest.raises(ValueError, match="its model options differ") as refused:
+        avg.average(paths)
+    assert named in str(refused.value)
+
+
+def test_recorded_deepnorm_constants_are_kept_never_averaged(tmp_path):
+    """The (alpha, beta) each DeepNorm layer records: equal across inputs, copied; unequal (two
+    runs built with other constants), refused."""
+    paths = []
+    for name, alpha in (("a", 2.0), ("b", 2.0), ("c", 3.0)):
+        path = tmp_path / f"{name}.pt"
+        torch.save({"cfg": CFG, "model": {
+            "encoder.layers.0.deepnorm_constants": torch.tensor([alpha, 0.5], dtype=torch.float64),
+            "encoder.layers.0.fc1.weight": torch.ones(2)}}, path)
+        paths.append(str(path))
+    kept = avg.average(paths[:2])["model"]["encoder.layers.0.deepnorm_constants"]
+    assert kept.tolist() == [2.0, 0.5] and kept.dtype == torch.float64
+    with pytest.raises(ValueError, match="built with other constants"):
+        avg.average(paths[1:])

@@ -3,6 +3,7 @@ references the same way, sacreBLEU takes the raw references, cleaning keeps form
 characters. Hand-made cases; every expected value is written out by hand."""
 
 import math
+import unicodedata
 
 import pytest
 
@@ -157,3 +158,27 @@ def test_sacrebleu_keeps_a_zwnj_inside_its_word(tmp_path):
     # 7 hypothesis tokens against 6: n-grams matched 5/7, 3/6, 2/5, 1/4; no brevity penalty
     by_hand = 100 * (5 / 7 * 3 / 6 * 2 / 5 * 1 / 4) ** 0.25
     assert lost["sacrebleu"] == round(by_hand, 2) == 43.47
+
+
+# ---- references read as the hypotheses are --------------------------------------------------
+
+# "Grüße aus Köln" with its umlauts decomposed (NFD, as macOS writes text), a sentence with a
+# BOM in front, one with a CRLF line end, one with a lone CR inside: all the text perfect
+# hypotheses (NFKC, as sentencepiece decodes) spell
+REFERENCE_BYTES = ("\ufeffEin Hund läuft durch den Schnee .\r\n"
+                   + unicodedata.normalize("NFD", "Grüße aus Köln , sagte er .") + "\n"
+                   + "Zwei Männer\r arbeiten .\n").encode("utf-8")
+PERFECT = ["Ein Hund läuft durch den Schnee .", "Grüße aus Köln , sagte er .",
+           "Zwei Männer arbeiten ."]
+
+
+@pytest.mark.parametrize("tokenized", [False, True])
+def test_perfect_hypotheses_score_100_on_bom_nfd_and_crlf_references(tmp_path, tokenized):
+    ref = tmp_path / "ref.de"
+    ref.write_bytes(REFERENCE_BYTES)
+    gen = generate_output(tmp_path / "gen.txt", [unicodedata.normalize("NFKC", h) for h in PERFECT])
+    result = score.score_direction(gen, str(ref), "de", tokenized=tokenized, compound_split=False)
+    assert result["sentences"] == 3  # the lone CR splits no line
+    assert result["sacrebleu"] == 100.0
+    if tokenized:
+        assert result["tok_bleu"] == 100.0

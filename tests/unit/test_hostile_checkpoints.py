@@ -379,3 +379,25 @@ def test_no_unreadable_update_checkpoint_to_resume_from(tmp_path):
     message = runner.repair_last_checkpoint(str(tmp_path))
     assert "moved to checkpoint_last.pt.unreadable, training starts again" in message
     assert sorted(os.listdir(tmp_path)) == ["checkpoint_1_5.pt", "checkpoint_last.pt.unreadable"]
+
+
+@pytest.mark.parametrize("entry", ["load_checkpoint_to_cpu", "load_model_ensemble_and_task"])
+def test_fairseqs_own_loading_is_weights_only_once_the_plugin_is_registered(tmp_path, monkeypatch,
+                                                                           entry):
+    """What fairseq-generate --path, fairseq-interactive, fairseq-train --restore-file and the
+    hub interface call: with the plugin registered, the payload does not run, even with
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 (the control above shows it would)."""
+    from fairseq import checkpoint_utils
+
+    import deepnet_fairseq
+
+    deepnet_fairseq.register()
+    marker = tmp_path / "MARKER"
+    write_payload(tmp_path / "evil.pt", b"", marker)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(checkpoint_io.CheckpointError, match="refused by the weights-only"):
+        if entry == "load_checkpoint_to_cpu":
+            checkpoint_utils.load_checkpoint_to_cpu(str(tmp_path / "evil.pt"))
+        else:
+            checkpoint_utils.load_model_ensemble_and_task([str(tmp_path / "evil.pt")])
+    assert not marker.exists(), "the checkpoint's pickle ran code"

@@ -73,16 +73,35 @@ def test_one_gpu():
     assert option(cmd, "--update-freq") == "128" and layout.tokens_per_update == 524288
 
 
-def test_train_args_come_last_and_win():
-    """TRAIN_ARGS: more fairseq-train options, after the recipe's own (fairseq's parser keeps
-    the last value of an option given twice)."""
+def test_train_args_come_last():
+    """TRAIN_ARGS: more fairseq-train options, after the recipe's own."""
     _, _, cmd = plan({"CUDA_VISIBLE_DEVICES": "0",
-                      "TRAIN_ARGS": "--no-save-optimizer-state --log-interval 7"})
-    assert cmd[-3:] == ["--no-save-optimizer-state", "--log-interval", "7"]
+                      "TRAIN_ARGS": "--no-save-optimizer-state --patience 7"})
+    assert cmd[-3:] == ["--no-save-optimizer-state", "--patience", "7"]
     from fairseq import options
 
     parsed = options.parse_args_and_arch(options.get_training_parser(), cmd[1:])
-    assert parsed.log_interval == 7 and parsed.no_save_optimizer_state
+    assert parsed.patience == 7 and parsed.no_save_optimizer_state
+
+
+@pytest.mark.parametrize("extra,named", [
+    ("--arch transformer", "--arch is set by the recipe from METHOD"),
+    ("--save-dir /elsewhere", "--save-dir is set by the recipe from RUN_NAME or DEEPNET_WORK"),
+    ("--lr=5e-4", "--lr is set by the recipe from LR"),
+    ("--log-interval 7", "from LOG_INTERVAL"),
+    ("--user-dir x", "--user-dir is set by the recipe"),
+    ("--criterion cross_entropy", "--criterion is set by the recipe: the run's records"),
+])
+def test_train_args_may_not_set_what_the_recipe_sets(extra, named):
+    """Every option of the recipe's own command is refused in TRAIN_ARGS, naming the setting
+    that sets it: the run's records say what it trained."""
+    with pytest.raises(SettingError, match=named):
+        plan({"CUDA_VISIBLE_DEVICES": "0", "TRAIN_ARGS": extra})
+
+
+def test_an_unbalanced_quote_in_train_args_is_one_setting_error():
+    with pytest.raises(SettingError, match="TRAIN_ARGS=.*No closing quotation; quote it"):
+        plan({"CUDA_VISIBLE_DEVICES": "0", "TRAIN_ARGS": "--patience '7"})
 
 
 def test_eight_gpus_found_by_the_probe():
@@ -493,3 +512,24 @@ def test_methods_that_pass_state_between_layers_are_never_checkpointed(method):
                                            f"METHOD={method}: {state}"):
         plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "6", "METHOD": method,
               "CHECKPOINT_ACTIVATIONS": "1"})
+
+
+@pytest.mark.parametrize("kind", ["user's own", "link", "file"])
+def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path, kind):
+    results = tmp_path / "results"
+    where = {"RESULTS": str(results), "RUNS_DIR": str(tmp_path / "runs")}
+    if kind == "user's own":
+        results.mkdir()
+        (results / "table.md").write_text("mine")
+    elif kind == "link":
+        (tmp_path / "elsewhere").mkdir()
+        results.symlink_to(tmp_path / "elsewhere")
+    else:
+        results.write_text("mine")
+    with pytest.raises(SettingError, match="the recipes did not create it"):
+        runner.results_dir("wmt17", where)
+    assert kind != "user's own" or (results / "table.md").read_text() == "mine"
+    fresh = tmp_path / "new" / "results"
+    assert runner.results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)
+    assert workdir.is_ours(str(fresh))
+    assert runner.results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)  # again

@@ -66,3 +66,19 @@ def test_check_distinct_records_and_warns(tmp_path, capsys):
 
 
 # ---- end to end: a tiny trained model, two directions ----------------------------------------
+
+
+def test_a_checkpoint_of_another_vocabulary_is_one_line_not_a_traceback(toy_data, tmp_path):
+    """Evaluation checks the model's embeddings against the data's dictionaries first."""
+    from deepnet_fairseq.recipes.evaluate import dictionary_problem
+    from support import build, save_checkpoint
+
+    model, _, cfg = build(toy_data, "deepnet_transformer_tiny")
+    path = save_checkpoint(model, cfg, tmp_path / "model.pt")
+    assert dictionary_problem(path, str(toy_data), ["src-tgt"]) is None
+    other = tmp_path / "other"
+    other.mkdir()
+    for lang in ("src", "tgt"):
+        (other / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(7)))
+    problem = dictionary_problem(path, str(other), ["src-tgt"])
+    assert "has 11 entries but the checkpoint's encoder embedding has" in problem

@@ -218,3 +218,21 @@ def test_runs_at_the_source_blind_loss_are_marked_stalled(tmp_path, toy_data):
         report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "o2"),
                      "--data", str(tmp_path)])
     assert not (tmp_path / "o2").exists()
+
+
+@pytest.mark.parametrize("where", ["header", "options dump", "run name"])
+def test_the_words_of_divergence_in_the_command_do_not_make_a_run_diverged(where):
+    """The attempt header and fairseq's dump of its options hold the command; a run whose
+    name, work path or TRAIN_ARGS contains FloatingPointError or loss=nan trained fine."""
+    words = "/work/FloatingPointError/loss=nan gradients are Nan/Inf"
+    lines = {"header": f"{runlog.HEADER}1, 2026-11-25, host: fairseq-train {words}\n",
+             "options dump": f"2026 | INFO | fairseq_cli.train | {{'save_dir': '{words}'}}\n",
+             "run name": f"2026 | INFO | fairseq.checkpoint_utils | saved {words}/c.pt\n"}
+    log = lines[where] + VALID.format(6.5, 20)
+    result = runlog.classify(log, 0, vocab_size=1024)
+    assert result["status"] == "ok", result
+    # and fairseq's own reports still count, with a worker's prefix too
+    for report in ("FloatingPointError: gradients are Nan/Inf\n",
+                   "[rank1]: FloatingPointError: Minimum loss scale reached (0.0001).\n",
+                   "2026 | INFO | train_inner | epoch 001: loss=nan, num_updates=3\n"):
+        assert runlog.classify(lines[where] + report, 1, 1024)["status"] == "diverged", report

@@ -1,0 +1,92 @@
+"""The recipes' settings as a class of inputs (issue: recipes safe by construction): random
+values thrown at every declared setting, and at every field of a sweep's RUNS, are either
+accepted or refused with a SettingError naming the setting, and nothing is created on disk
+before the refusal. Generated from the declarations (settings.SETTINGS), so a new setting is
+covered without a new test."""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+
+from deepnet_fairseq.recipes import launch, settings
+from deepnet_fairseq.recipes.runner import sweep_specs
+from deepnet_fairseq.recipes.settings import SETTINGS, SettingError
+from support import REPO
+
+# names a test environment cannot set meaningfully here: where to write (checked by the tests
+# of the file layer) and which interpreter to start
+SKIP = {"WORK", "PYTHON"}
+NAMES = sorted(set(SETTINGS) - SKIP)
+
+# values near every kind's edges: other scripts' digits, signs, huge and tiny numbers, paths,
+# quotes, control characters, empty, whitespace
+EDGES = st.sampled_from(["", " ", "0", "-1", "1e-300", "1e308", "nan", "inf", "\u0663",
+                         "12345678901234567890", "0x10", "1_000", "../../x", "/etc/passwd",
+                         "'", '"', "a b", "\x00", "\t", "(0.9, 0.98)", "auto", "cpu"])
+VALUES = st.one_of(EDGES, st.text(max_size=12), st.integers(-10**25, 10**25).map(str),
+                   st.floats(allow_nan=True, allow_infinity=True).map(repr))
+
+
+def _resolve_and_plan(env, work):
+    cfg = settings.resolve("wmt17", {**env, "DEEPNET_WORK": str(work), "DEVICE": "cpu"}, REPO,
+                           lambda: 0)
+    layout = launch.plan_layout(cfg, env, lambda: 0)
+    launch.train_command(cfg, layout, launch.method_args(cfg),
+                         launch.task_args(cfg, dry_run=True), python="PY")
+    return cfg
+
+
+@hypothesis_settings(max_examples=300, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(NAMES), value=VALUES)
+def test_any_value_of_any_setting_is_accepted_or_refused_by_name_creating_nothing(
+        tmp_path, name, value):
+    work = tmp_path / "work"
+    try:
+        cfg = _resolve_and_plan({f"DEEPNET_{name}": value}, work)
+    except SettingError as err:
+        assert name in str(err) or "DEEPNET_" in str(err) or "RUNS" in str(err), str(err)
+    else:
+        if name in cfg and SETTINGS[name].kind in ("int", "float", "ints"):
+            assert cfg[name].isascii()  # what fairseq and the shell scripts will read
+    assert not work.exists(), "something was written before the refusal"
+
+
+FIELDS = st.one_of(st.sampled_from(["deepnet", "post_ln", "nosuch", "6", "0", "\u0663",
+                                    "SEED=x/../../victim", "LR=1e-3", "SEED=2", "LR=", "=3",
+                                    "RUN_NAME=a/b", "TRAIN_ARGS=--arch", "..", "", "LAYERS=-1"]),
+                   st.text(max_size=8))
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(fields=st.lists(FIELDS, min_size=0, max_size=5))
+def test_every_field_of_a_runs_entry_is_checked_as_the_setting_it_names(fields):
+    entry = ":".join(fields)
+    if not entry or any(ch.isspace() for ch in entry):
+        return  # RUNS is split on whitespace: an entry has none
+    try:
+        method, enc, dec, overrides = settings.check_run_entry(entry)
+    except SettingError:
+        return
+    name = settings.run_name(method, enc, dec, overrides)
+    assert "/" not in name and not name.startswith(".") and name.isprintable()
+    assert enc.isascii() and enc.isdigit() and int(enc) >= 1
+    for override in overrides:
+        key, _, value = override.partition("=")
+        settings._check(key, value, "test")  # each value is one its setting accepts
+
+
+@pytest.mark.parametrize("runs,message", [
+    ("deepnet:1:1:SEED=x/../../../victim", "SEED='x/../../../victim'.*expected a whole number"),
+    ("deepnet:\u0663:1", "ENC_LAYERS=.*expected ASCII digits"),
+    ("deepnet:1:1:RUN_NAME=../x", "run name"),
+    ("nosuch:1:1", "unknown method 'nosuch'"),
+])
+def test_a_bad_runs_field_stops_the_sweep_before_it_writes(tmp_path, runs, message):
+    work = tmp_path / "work"
+    cfg = settings.resolve("wmt17", {"DEEPNET_WORK": str(work), "DEVICE": "cpu", "RUNS": runs},
+                           REPO, lambda: 0)
+    with pytest.raises(SettingError, match=message):
+        sweep_specs(cfg)
+    assert not work.exists() and not os.path.exists(tmp_path / "victim")
