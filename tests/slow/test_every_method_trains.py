@@ -15,8 +15,9 @@ from support import USER_DIR, fairseq_train, width_args
 # the compared methods, plus the optimizer-aware form that changes the layer placement
 CLI_METHODS = ["post_ln", "pre_ln", "ds_init", "admin", "rezero", "r_fixup", "t_fixup", "dlcl",
                "normformer", "lipschitz", "deepnet_pre_ln_adam",
-               "subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual"]
-# half the tiny width: 18 methods x 3 updates
+               "subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual",
+               "deepscalelm", "pre_ln_completep"]
+# half the tiny width: 20 methods x 3 updates
 HALF_TINY = width_args(1 / 2)
 COMMON = ["--user-dir", USER_DIR, "--cpu", "--optimizer", "adam", "--lr", "1e-3",
           "--max-update", "3", "--max-tokens", "400", "--log-format", "simple",
@@ -41,7 +42,8 @@ def test_fairseq_train_three_updates(toy_data, tmp_path, name):
 
 
 # the encoder layer class each method builds (fairseq logs the model)
-LAYER_CLASS = {"post_ln": "TransformerEncoderLayerBase", "pre_ln": "TransformerEncoderLayerBase",
+LAYER_CLASS = {"post_ln": "StandardEncoderLayer", "pre_ln": "StandardEncoderLayer",
+               "pre_ln_completep": "StandardEncoderLayer", "deepscalelm": "DeepScaleLMEncoderLayer",
                "ds_init": "DSInitEncoderLayer", "admin": "AdminEncoderLayer",
                "rezero": "ReZeroEncoderLayer", "r_fixup": "RFixupEncoderLayer",
                "t_fixup": "TFixupEncoderLayer", "dlcl": "DLCLEncoderLayer",
