@@ -18,9 +18,10 @@ setup(
     # Multi30k ships with the package: the quickstart, recipes and tests need no download.
     package_data={"deepnet_fairseq.corpora": ["multi30k/*.gz", "multi30k/README.md"]},
     install_requires=["torch>=2.0", "sacrebleu>=2.0", "sentencepiece"],
-    # deepnet-export --ctranslate2 (CTranslate2's converter and runtime); scripts/install.sh
-    # installs it unless --no-deploy
-    extras_require={"deploy": ["ctranslate2>=4.0"]},
+    # deepnet-export --ctranslate2 (CTranslate2's converter and runtime) and --transformers
+    # (transformers' FSMT model and Marian tokenizer, safetensors weights; FSMT is tested with
+    # 5.24.0, constraints.txt); scripts/install.sh installs them unless --no-deploy
+    extras_require={"deploy": ["ctranslate2>=4.0", "transformers>=5.24,<6", "safetensors>=0.4"]},
     entry_points={
         "console_scripts": [
             "deepnet-average-checkpoints=deepnet_fairseq.average_checkpoints:cli_main",

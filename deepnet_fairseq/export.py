@@ -1,9 +1,10 @@
 """Export a trained DeepNet as a plain fairseq ``transformer`` (decoded by stock fairseq, without
-this plugin) and, through it, as a CTranslate2 model.
+this plugin) and, through it, as a CTranslate2 model and as a Hugging Face transformers model.
 
     deepnet-export CHECKPOINT --output OUT.pt
     deepnet-export CHECKPOINT --ctranslate2 DIR [--quantization int8] \\
         [--sentencepiece-model spm.model]
+    deepnet-export CHECKPOINT --transformers DIR [--sentencepiece-model spm.model]
 
 **The fold.** A DeepNorm sub-layer computes ``LN(alpha * x + G(x))``. LayerNorm does not see
 the scale of its input, ``LN(c * y) = LN(y)`` for c > 0 (up to its epsilon, below), so
@@ -26,20 +27,25 @@ as a plain dict (fairseq-train stores an ``argparse.Namespace``, which only this
 options and ``--user-dir``. Everything else (task options, dictionary paths, sizes, the
 training position) is kept. ``--ctranslate2``: CTranslate2's own fairseq converter run on that
 checkpoint, plus the sentencepiece model, in a directory that appears complete or not at all.
+``--transformers``: that checkpoint as transformers' own FSMT model (fairseq's transformer,
+ported) with a MarianTokenizer over the sentencepiece model and fairseq's dictionary, which
+AutoModelForSeq2SeqLM and AutoTokenizer load (``hf_export``), complete or not at all.
 
 **Inputs are safe.** The checkpoint is read with torch's weights-only unpickler, whatever
 ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says (``checkpoint_io``); an unreadable one stops the export
 with one line, ``cannot read PATH: CAUSE`` (exit status 1). An ``--output`` that is the
-checkpoint, or a ``--ctranslate2`` directory that holds it, is refused; an existing output (a
-non-empty directory for ``--ctranslate2``) too, unless ``--force``. Temporaries are removed on
-failure, SIGTERM and Ctrl-C, and those of a killed earlier run by the next run. ``--data DIR``
-must hold the model's dictionaries: the sizes of their embeddings are checked against them.
+checkpoint, or a ``--ctranslate2`` or ``--transformers`` directory that holds it, is refused;
+an existing output (a non-empty directory for ``--ctranslate2`` and ``--transformers``) too,
+unless ``--force``. Temporaries are removed on failure, SIGTERM and Ctrl-C, and those of a
+killed earlier run by the next run. ``--data DIR`` must hold the model's dictionaries: the sizes
+of their embeddings are checked against them.
 
 Refused, with nothing written: methods other than DeepNet (not plain Post-LN after folding),
 DeepNorm's Pre-LN forms (``--deepnorm-constants pre_ln_*``) and Pre-LN, unknown architectures.
 fairseq's own ``transformer`` architectures pass through unchanged (weights and options);
 ``post_ln_transformer``, this plugin's Post-LN baseline, is folded like DeepNet (a division by
 one unless it was trained with --depth-transfer, whose branch multiplier is folded the same way).
+With ``--transformers``, also every option transformers' FSMT does not compute (``hf_export``).
 """
 
 import argparse
@@ -52,8 +58,9 @@ from typing import Dict, Optional
 import torch
 
 from .average_checkpoints import model_only, save_atomically
-from .storage.checkpoint_io import (CheckpointError, output_problem, read_fairseq_checkpoint,
-                            remove_stale_temporaries, signals_raise, temporary_prefix)
+from .storage.checkpoint_io import (CheckpointError, ExportError, output_problem,
+                                    read_fairseq_checkpoint, remove_stale_temporaries,
+                                    signals_raise, temporary_prefix)
 from .nn.method_layers import RECORD
 from .methods import METHODS
 
@@ -69,10 +76,6 @@ CTRANSLATE2_UNSUPPORTED = ("scale_attn", "scale_fc", "scale_heads", "scale_resid
 
 SUPPORTED = ("deepnet-export exports deepnet_transformer checkpoints (Post-LN DeepNorm), "
              "this plugin's post_ln_transformer and fairseq's own transformer architectures")
-
-
-class ExportError(ValueError):
-    """A checkpoint or option deepnet-export cannot handle; the message says what to do."""
 
 
 def _option(model_cfg, name, default=None):
@@ -297,7 +300,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="deepnet-export",
         description="Export a DeepNet checkpoint as a plain fairseq transformer that stock "
-                    "fairseq-generate loads without --user-dir, and/or as a CTranslate2 model. "
+                    "fairseq-generate loads without --user-dir, and/or as a CTranslate2 model, "
+                    "and/or as a Hugging Face transformers model. "
                     "DeepNorm's skip scale alpha is folded into the branch weights (exact up to "
                     "LayerNorm's epsilon; docs/deploying.md).")
     parser.add_argument("checkpoint", help="a fairseq checkpoint trained with this plugin "
@@ -308,20 +312,26 @@ def main(argv=None) -> None:
     parser.add_argument("--ctranslate2", metavar="DIR",
                         help="write a CTranslate2 model directory here (must not exist or be "
                              "empty, unless --force)")
+    parser.add_argument("--transformers", metavar="DIR",
+                        help="write a Hugging Face transformers model directory here (FSMT, "
+                             "with a tokenizer given the sentencepiece model; must not exist or "
+                             "be empty, unless --force)")
     parser.add_argument("--force", action="store_true",
-                        help="replace an existing OUTPUT (--output file or --ctranslate2 "
-                             "directory)")
+                        help="replace an existing OUTPUT (--output file, --ctranslate2 or "
+                             "--transformers directory)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 weight type (default: float32, as trained)")
     parser.add_argument("--sentencepiece-model", metavar="SPM",
-                        help="sentencepiece model to copy into the CTranslate2 directory "
-                             "(default: the checkpoint's --sentencepiece-model, if any)")
+                        help="sentencepiece model to copy into the CTranslate2 directory and "
+                             "to build the transformers tokenizer from (default: the "
+                             "checkpoint's --sentencepiece-model, if any)")
     parser.add_argument("--data", metavar="DIR",
                         help="fairseq data directory with the model's dict.*.txt (default: the "
                              "one it was trained on, as stored in the checkpoint)")
     args = parser.parse_args(argv)
-    if not (args.output or args.ctranslate2):
-        parser.error("nothing to write: give --output OUT.pt, --ctranslate2 DIR, or both")
+    if not (args.output or args.ctranslate2 or args.transformers):
+        parser.error("nothing to write: give --output OUT.pt, --ctranslate2 DIR, or both, "
+                     "and/or --transformers DIR")
     if args.quantization and not args.ctranslate2:
         parser.error("--quantization applies to --ctranslate2 only")
     written = []
@@ -333,30 +343,45 @@ def main(argv=None) -> None:
         problem = args.output and output_problem(args.output, inputs, args.force)
         if problem:
             raise ExportError(problem)
-        if args.ctranslate2:
-            ctranslate2_converter()
-            problem = output_problem(args.ctranslate2, inputs, args.force, "--ctranslate2",
-                                     directory=True)
-            if problem:
-                raise ExportError(problem)
-            if args.sentencepiece_model and not os.path.isfile(args.sentencepiece_model):
-                raise ExportError(f"no such sentencepiece model: {args.sentencepiece_model}")
+        from .hf_export import transformers_classes
+
+        for flag, directory, needs in (("--ctranslate2", args.ctranslate2, ctranslate2_converter),
+                                       ("--transformers", args.transformers,
+                                        transformers_classes)):
+            if directory:
+                needs()  # its package is installed
+                problem = output_problem(directory, inputs, args.force, flag, directory=True)
+                if problem:
+                    raise ExportError(problem)
+        if (args.ctranslate2 or args.transformers) and args.sentencepiece_model \
+                and not os.path.isfile(args.sentencepiece_model):
+            raise ExportError(f"no such sentencepiece model: {args.sentencepiece_model}")
         with signals_raise():  # a kill or Ctrl-C still removes the temporaries
             write(args, exported=export(args.checkpoint, args.data), written=written)
     except CheckpointError as err:
         print(err, file=sys.stderr)
         sys.exit(1)
     except ExportError as err:
-        parser.error(f"{err} ({'only ' + written[0] if written else 'nothing'} written)")
+        parser.error(f"{err} ({'only ' + ', '.join(written) if written else 'nothing'} "
+                     f"written)")
 
 
 def write(args, exported: Dict, written: list) -> None:
-    """Write what main's ``args`` ask for; each path written is appended to ``written``."""
-    if args.ctranslate2:
+    """Write what main's ``args`` ask for; each path written is appended to ``written``.
+    Everything that can be refused is refused before the first file is written."""
+    transformers = getattr(args, "transformers", None)
+    if args.ctranslate2 or transformers:
         data = data_dir(exported["cfg"]["task"]["data"], args.data)
         if args.data is None:  # export checked --data; the stored directory is checked here
             check_dictionaries(exported["model"], exported["cfg"]["task"], data)
         spm = sentencepiece_of(exported["cfg"], args.sentencepiece_model)
+        if spm and not os.path.isfile(spm):
+            raise ExportError(f"the checkpoint's sentencepiece model {spm} does not exist: "
+                              f"pass --sentencepiece-model")
+    if transformers:
+        from . import hf_export
+
+        converted = hf_export.convert(exported, data, spm)
     if args.output:
         save_atomically(exported, args.output)
         written.append(args.output)
@@ -367,6 +392,13 @@ def write(args, exported: Dict, written: list) -> None:
         print(f"wrote {args.ctranslate2} (CTranslate2, {args.quantization or 'float32'}"
               + ("" if spm else "; no sentencepiece model given: pass "
                  "--sentencepiece-model to include it") + ")", file=sys.stderr)
+        written.append(args.ctranslate2)
+    if transformers:
+        hf_export.save(converted, transformers, spm)
+        written.append(transformers)
+        print(f"wrote {transformers} (transformers FSMTForConditionalGeneration"
+              + (", MarianTokenizer" if spm else "; no tokenizer: no sentencepiece model given, "
+                 "pass --sentencepiece-model to include one") + ")", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 # on 3.11). Use a virtual environment if you like: python3 -m venv .venv && . .venv/bin/activate
 #
 #   bash scripts/install.sh
-#   bash scripts/install.sh --no-deploy   # without ctranslate2 (deepnet-export --ctranslate2)
+#   bash scripts/install.sh --no-deploy   # without ctranslate2 and transformers (deepnet-export
+#                                         # --ctranslate2, --transformers)
 #
 # Environment:
 #   PYTHON            interpreter to install into (default: python3)
@@ -21,7 +22,10 @@
 #      --zero-sharding os, the ZeRO-1 the recipes' memory plan chooses for the deepest models);
 #   4. this package, editable, with its "deploy" extra: ctranslate2 4.8.5 (a prebuilt wheel, about
 #      40 MB; CTranslate2's converter and runtime for deepnet-export --ctranslate2 and
-#      benchmarks/decode_speed.py). --no-deploy leaves it out (pip install -e '.[deploy]' later).
+#      benchmarks/decode_speed.py) and transformers 5.24.0 with safetensors 0.8.0 (pure Python
+#      and prebuilt wheels, with tokenizers and huggingface-hub; deepnet-export --transformers
+#      writes a model that transformers' own FSMT and MarianTokenizer load). --no-deploy leaves
+#      them out (pip install -e '.[deploy]' later).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,7 +49,7 @@ echo "[install] 2/4 dependencies (requirements.txt)"
 "${pip_install[@]}" -r requirements.txt setuptools wheel
 echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time), fairscale 0.4.13"
 "${pip_install[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1 fairscale==0.4.13
-echo "[install] 4/4 deepnet_fairseq (editable) $([[ $package == . ]] && echo "without" || echo "with") ctranslate2"
+echo "[install] 4/4 deepnet_fairseq (editable) $([[ $package == . ]] && echo "without" || echo "with") ctranslate2 and transformers"
 "${pip_install[@]}" --no-build-isolation -e "$package"
 
 "$PYTHON" - <<'PY'

@@ -147,6 +147,30 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
                                     f"{_one_line(err)})") from err
 
 
+@contextlib.contextmanager
+def directory_published(output_dir: str, kind: str):
+    """A new, empty directory beside ``output_dir`` to build an output in; when the block ends
+    without an error it becomes ``output_dir`` at once (one rename; an existing one, which the
+    caller allowed, is replaced), else it is removed. Stale ones of killed runs are removed
+    first (``remove_stale_temporaries``)."""
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    remove_stale_temporaries(output_dir, kind)
+    with tempfile.TemporaryDirectory(dir=parent,
+                                     prefix=temporary_prefix(output_dir, kind)) as tmp:
+        built = os.path.join(tmp, "built")
+        os.makedirs(built)
+        yield built
+        if os.path.lexists(output_dir):  # moved into tmp: removed with it
+            os.rename(output_dir, os.path.join(tmp, "replaced"))
+        os.rename(built, output_dir)
+
+
+class ExportError(ValueError):
+    """A checkpoint or option deepnet-export (``export``, ``hf_export``) cannot handle; the
+    message says what to do."""
+
+
 def load_fairseq_checkpoints_weights_only() -> None:
     """Make fairseq's own checkpoint loading (``checkpoint_utils.load_checkpoint_to_cpu``: what
     ``fairseq-generate --path``, ``fairseq-interactive``, ``fairseq-train --restore-file`` and the

@@ -18,8 +18,8 @@ LAYERS = [
     ("nn", ["nn"]),
     ("models", ["models"]),
     ("tasks", ["tasks"]),
-    ("tools", ["export", "average_checkpoints", "spm", "cli", "fairseq_train_compat",
-               "processes"]),
+    ("tools", ["export", "hf_export", "average_checkpoints", "spm", "cli",
+               "fairseq_train_compat", "processes"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),
 ]
