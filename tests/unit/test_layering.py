@@ -18,7 +18,7 @@ LAYERS = [
     ("nn", ["nn"]),
     ("models", ["models"]),
     ("tasks", ["tasks"]),
-    ("tools", ["export", "hf_export", "average_checkpoints", "spm", "cli",
+    ("tools", ["export", "hf_export", "hub", "average_checkpoints", "spm", "cli",
                "fairseq_train_compat", "processes"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),
