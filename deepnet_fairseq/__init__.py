@@ -12,6 +12,12 @@ modules do, by importing ``deepnet_fairseq.models``).
 
 import os
 import sys
+import warnings
+
+# fairscale 0.4.13 (imported by fairseq for ZeRO sharding) warns at import about torch.cuda.amp
+# decorators it uses: nothing a user of this plugin can act on, so our console scripts, which
+# import this package before fairseq, do not print it
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"fairscale(\.|$)")
 
 USER_DIR = os.path.dirname(os.path.abspath(__file__))
 """The path to pass as ``--user-dir`` for this copy of the package."""

@@ -366,8 +366,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.methods", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("method", nargs="?", help="method name; omit to list them")
-    parser.add_argument("encoder_layers", nargs="?", type=int, default=6)
-    parser.add_argument("decoder_layers", nargs="?", type=int, default=6)
+    parser.add_argument("encoder_layers", nargs="?", type=int, default=6,
+                        help="encoder layers (default 6)")
+    parser.add_argument("decoder_layers", nargs="?", type=int,
+                        help="decoder layers (default: as many as the encoder)")
     parser.add_argument("--markdown", action="store_true", help="print the methods table")
     args = parser.parse_args(argv)
     if args.markdown:
@@ -382,7 +384,8 @@ def main(argv=None) -> None:
         method = get(args.method)
     except ValueError as err:
         parser.error(str(err))
-    print(shlex.join(method.train_args(args.encoder_layers, args.decoder_layers)))
+    decoder_layers = args.encoder_layers if args.decoder_layers is None else args.decoder_layers
+    print(shlex.join(method.train_args(args.encoder_layers, decoder_layers)))
 
 
 if __name__ == "__main__":

@@ -150,7 +150,8 @@ def dictionary_problem(checkpoint: str, data: str, directions) -> "str | None":
     """Why the model in CHECKPOINT cannot decode DATA (its embeddings are not the size of the
     data's dictionaries, as ``deepnet-export`` checks), or None: one line instead of fairseq's
     size-mismatch traceback. Directions whose dict.LANG.txt files DATA does not have
-    (multilingual data with one shared dictionary) are left to fairseq."""
+    are left to fairseq, and so are multilingual models, whose embeddings also hold the
+    language tokens (``_evaluate`` does not call this for them)."""
     from ..export import ExportError, check_dictionaries
     from ..storage.checkpoint_io import read_checkpoint
 
@@ -261,7 +262,11 @@ def _evaluate(parser, args, argv, generate_args) -> None:
             print(err, file=sys.stderr)
             sys.exit(1)
     data = next((a for a in generate_args if not a.startswith("-")), None)
-    problem = data and dictionary_problem(averaged, data, args.directions.split(","))
+    # a multilingual model's embeddings also hold the language tokens fairseq's task adds to
+    # the dictionaries: the sizes are fairseq's to check there
+    single_pair = "translation_multi_simple_epoch" not in generate_args
+    problem = data and single_pair and dictionary_problem(averaged, data,
+                                                          args.directions.split(","))
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(1)

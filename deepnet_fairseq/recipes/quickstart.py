@@ -120,7 +120,8 @@ def run(env: Mapping[str, str], home: str) -> Dict:
         raise QuickstartError(f"evaluation failed; see {where['RUN_DIR']}/evaluate.log")
     result = show_result(cfg)
     log(f"done in {minutes(time.time() - start)}: sacreBLEU {result['sacrebleu']} on "
-        f"Multi30k test_2016_flickr en->de, {result['distinct']} distinct translations "
+        f"Multi30k test_2016_flickr en->de, {result['distinct']} distinct "
+        f"translation{'' if result['distinct'] == 1 else 's'} "
         f"(details: {where['RUN_DIR']}/eval/eval.json)")
     if size == "smoke":
         log("SIZE=smoke checks that the chain runs: its model is not trained enough to "

@@ -180,18 +180,38 @@ def load_fairseq_checkpoints_weights_only() -> None:
     message suggests) turns into a full unpickler that runs a checkpoint's code. Done when the
     plugin registers; idempotent. A file that is not a checkpoint stops with ``CheckpointError``
     (``cannot read PATH: CAUSE``)."""
+    global _WEIGHTS_ONLY_INSTALLED
     from fairseq import checkpoint_utils
     from fairseq.file_io import PathManager
 
-    if getattr(checkpoint_utils.load_checkpoint_to_cpu, "_deepnet_weights_only", False):
+    if _WEIGHTS_ONLY_INSTALLED:  # once per process: a wrapper put on top of it later stays
         return
 
     def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
         return read_fairseq_checkpoint(PathManager.get_local_path(path), arg_overrides)
 
-    load_checkpoint_to_cpu._deepnet_weights_only = True
     load_checkpoint_to_cpu.__doc__ = load_fairseq_checkpoints_weights_only.__doc__
     checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    # and underneath, whatever wraps or replaces that function later: every torch.load of
+    # fairseq's checkpoint_utils is weights-only
+    checkpoint_utils.torch = _TorchLoadingWeightsOnly()
+    _WEIGHTS_ONLY_INSTALLED = True
+
+
+_WEIGHTS_ONLY_INSTALLED = False
+
+
+class _TorchLoadingWeightsOnly:
+    """``torch`` as fairseq's ``checkpoint_utils`` sees it: ``load`` always weights-only (an
+    explicit ``weights_only=True`` wins over TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD), the rest torch."""
+
+    @staticmethod
+    def load(f, *args, **kwargs):
+        kwargs["weights_only"] = True
+        return torch.load(f, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
 
 
 # ---- writing ----------------------------------------------------------------------------------

@@ -401,3 +401,20 @@ def test_fairseqs_own_loading_is_weights_only_once_the_plugin_is_registered(tmp_
         else:
             checkpoint_utils.load_model_ensemble_and_task([str(tmp_path / "evil.pt")])
     assert not marker.exists(), "the checkpoint's pickle ran code"
+
+
+def test_fairseqs_torch_load_is_weights_only_under_any_wrapper(tmp_path, monkeypatch):
+    """Even with load_checkpoint_to_cpu put back to fairseq's own function (a wrapper of
+    someone's restored out of order), fairseq's torch.load is weights-only."""
+    from fairseq import checkpoint_utils
+
+    import deepnet_fairseq
+
+    deepnet_fairseq.register()
+    marker = tmp_path / "MARKER"
+    write_payload(tmp_path / "evil.pt", b"", marker)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with open(tmp_path / "evil.pt", "rb") as handle:
+        with pytest.raises(Exception, match="[Ww]eights.only|Unsupported global"):
+            checkpoint_utils.torch.load(handle, map_location="cpu")
+    assert not marker.exists(), "the checkpoint's pickle ran code"

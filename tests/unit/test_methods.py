@@ -577,3 +577,11 @@ def test_deepscalelm_init_is_moment_preserving_by_hand(toy_data):
 def test_deepscalelm_refuses_a_stack_too_shallow_for_its_beta(toy_data):
     with pytest.raises(ValueError, match="more than 2 residual sub-layers"):
         build(toy_data, "deepscalelm_transformer_tiny", "--encoder-layers", 1)
+
+
+def test_the_listing_cli_builds_as_many_decoder_layers_as_encoder_layers_by_default(capsys):
+    methods.main(["admin", "18"])
+    assert capsys.readouterr().out.split() == [
+        "--arch", "admin_transformer", "--encoder-layers", "18", "--decoder-layers", "18"]
+    methods.main(["admin", "18", "6"])
+    assert capsys.readouterr().out.split()[-1] == "6"
