@@ -244,11 +244,12 @@ class DeepNorm(MethodLayer):
 
         overrides = {f"{side}_{name}": safe_getattr(args, f"deepnorm_{side}_{name}")
                      for side in stacks for name in ("alpha", "beta")}
-        if str(safe_getattr(args, "depth_transfer") or "none") != "none":
-            # --depth-transfer grows the tuned base model: alpha and beta are the base depth's,
-            # and the rule's branch multiplier carries the depth (constants.py, docs/methods.md)
-            depth = lambda side: safe_getattr(args, "depth_base")  # noqa: E731
-        return constants.deepnorm(*(depth(s) if s in stacks else None for s in ENCODER_DECODER),
+        # --depth-transfer grows the tuned base model: alpha and beta are the base depth's, and
+        # the rule's branch multiplier carries the depth (constants.py, docs/methods.md)
+        grown = str(safe_getattr(args, "depth_transfer") or "none") != "none"
+        depths = [(safe_getattr(args, "depth_base") if grown else depth(s)) if s in stacks
+                  else None for s in ENCODER_DECODER]
+        return constants.deepnorm(*depths,
                                   form=deepnorm_form(args)).with_overrides(**overrides)
 
     @classmethod

@@ -29,9 +29,7 @@ import argparse
 import csv
 import io
 import json
-import math
 import os
-import statistics
 import sys
 from collections import defaultdict
 from typing import Dict, List, Optional

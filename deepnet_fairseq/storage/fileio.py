@@ -41,8 +41,7 @@ def open_no_follow(path: str, mode: str = "a"):
                                        "links in the directories it writes into; remove it",
                           path) from None
         raise
-    return os.fdopen(fd, mode if "b" in mode else mode, **({} if "b" in mode
-                                                            else {"encoding": "utf-8"}))
+    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
 @contextlib.contextmanager

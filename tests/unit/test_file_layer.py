@@ -2,7 +2,6 @@
 of the command's inputs is refused by every tool that writes one, before anything is read;
 a symbolic link planted in a run directory is never written through."""
 
-import os
 import subprocess
 import sys
 

@@ -4,7 +4,6 @@ median sqrt(v) / eps per parameter group against one computed here from the chec
 parameter names of a model built separately."""
 
 import json
-import os
 
 import pytest
 import torch

@@ -232,7 +232,8 @@ def test_the_words_of_divergence_in_the_command_do_not_make_a_run_diverged(where
     result = runlog.classify(log, 0, vocab_size=1024)
     assert result["status"] == "ok", result
     # and fairseq's own reports still count, with a worker's prefix too
-    for report in ("FloatingPointError: gradients are Nan/Inf\n",
+    for reported in ("FloatingPointError: gradients are Nan/Inf\n",
                    "[rank1]: FloatingPointError: Minimum loss scale reached (0.0001).\n",
                    "2026 | INFO | train_inner | epoch 001: loss=nan, num_updates=3\n"):
-        assert runlog.classify(lines[where] + report, 1, 1024)["status"] == "diverged", report
+        assert runlog.classify(lines[where] + reported, 1, 1024)["status"] == "diverged", \
+            reported
