@@ -155,6 +155,21 @@ def translations(text):
     return sorted(lines, key=lambda line: (int(line.split("\t")[0][2:]), line[0]))
 
 
+def same_translations(ours, theirs, rounding=1e-5):
+    """The same lines, token for token; the scores (D-, H- and P- lines' numbers) equal up to
+    float32 rounding: a process that ran other models before (the whole suite in one pytest)
+    can reach other CPU kernels, and the scores then differ in their 7th digit (5e-7 measured
+    in CI), the translations not at all."""
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        text_a, text_b = re.sub(r"-?\d+\.\d+", "#", a), re.sub(r"-?\d+\.\d+", "#", b)
+        assert text_a == text_b
+        numbers_a = [float(x) for x in re.findall(r"-?\d+\.\d+", a)]
+        numbers_b = [float(x) for x in re.findall(r"-?\d+\.\d+", b)]
+        assert numbers_a == pytest.approx(numbers_b, abs=rounding), a
+    return True
+
+
 def test_two_directions_load_the_model_once_and_match_fairseq_generate(two_way_run, monkeypatch):
     from fairseq import checkpoint_utils
 
@@ -187,7 +202,7 @@ def test_two_directions_load_the_model_once_and_match_fairseq_generate(two_way_r
         ours = (root / "run" / "eval" / f"{src}-{tgt}" / "generate-test.txt").read_text()
         expected = translations(stock_generate(root, averaged, src, tgt))
         assert len([line for line in expected if line[0] == "H"]) == 40
-        assert translations(ours) == expected
+        assert same_translations(translations(ours), expected)
 
 
 def test_fairseq_train_with_the_multiplier_resumes_from_checkpoint_last(toy_data, tmp_path):
