@@ -75,12 +75,13 @@ def average_before(paths: List[str]) -> Dict:
 
 def measure(method: str, output: str, paths: List[str]) -> Dict:
     """Run in a fresh process: average ``paths`` into ``output`` and report the peak RSS."""
-    from deepnet_fairseq.average_checkpoints import average, save_atomically
+    from deepnet_fairseq.average_checkpoints import average
+    from deepnet_fairseq.storage.fileio import save_torch
 
     imported = status_kb("VmHWM")
     start = time.perf_counter()
     state = (average_before if method == "before" else average)(paths)
-    save_atomically(state, output)
+    save_torch(state, output)
     seconds = time.perf_counter() - start
     return {"method": method, "peak_kb": status_kb("VmHWM"), "imports_kb": imported,
             "seconds": round(seconds, 1), "output_bytes": os.path.getsize(output)}

@@ -80,7 +80,7 @@ from deepnet_fairseq.recipes.launch import (method_args, paths, plan_layout, tas
                                             train_command)
 from deepnet_fairseq.recipes.score import hypotheses  # noqa: E402
 from deepnet_fairseq.recipes.settings import PREFIX, SETTINGS, resolve  # noqa: E402
-from deepnet_fairseq.recipes.workdir import make_dirs, remove_tree  # noqa: E402
+from deepnet_fairseq.storage.directories import make_dirs, remove_tree  # noqa: E402
 
 PRECISIONS = ("fp16", "bf16")
 DATASET = "wmt17"  # the recipe whose runtime the check runs: SOURCE=multi30k, its own sizes

@@ -25,7 +25,7 @@ device, and prints them with their ratio.
   modes with MALLOC_MMAP_THRESHOLD_=131072 so that glibc returns large freed blocks at once and
   two processes fit a small machine. fp16 on CPU lifts fairseq's two CUDA-only calls
   (deepnet_fairseq.fairseq_train_compat); its half-precision kernels are much slower than fp32,
-  hence fewer tokens for it. The measured figures: docs/running.md, "The memory model on CPU".
+  hence fewer tokens for it. The measured figures: docs/reproducing.md, "The memory model on CPU".
 """
 import argparse
 import gc

@@ -50,8 +50,8 @@ from typing import Dict, List
 import torch
 
 from .constants import RECORD
-from .storage.checkpoint_io import (CheckpointError, output_problem, read_checkpoint, save_checkpoint,
-                            signals_raise)
+from .storage.checkpoint_io import CheckpointError, output_problem, read_checkpoint
+from .storage.fileio import one_line_os_errors, save_torch, signals_raise
 
 _PATTERNS = {
     "epoch": re.compile(r"^checkpoint(\d+)\.pt$"),
@@ -199,11 +199,6 @@ def average(paths: List[str]) -> Dict:
                       averaged_checkpoints=[os.path.basename(p) for p in paths])
 
 
-def save_atomically(state: Dict, output: str) -> None:
-    """torch.save through a temporary file renamed into place, readable as the umask says."""
-    save_checkpoint(state, output)
-
-
 def at_least_one(text: str) -> int:
     """argparse type: a count of checkpoints (0 or less would silently average all or some)."""
     value = int(text)
@@ -212,6 +207,7 @@ def at_least_one(text: str) -> int:
     return value
 
 
+@one_line_os_errors
 def cli_main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="deepnet-average-checkpoints",
@@ -246,7 +242,7 @@ def cli_main(argv=None) -> None:
             raise ValueError(problem)
         print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)
         with signals_raise():  # a kill or Ctrl-C still removes the temporary
-            save_atomically(average(paths), args.output)
+            save_torch(average(paths), args.output)
     except CheckpointError as err:
         print(err, file=sys.stderr)
         sys.exit(1)

@@ -50,17 +50,16 @@ With ``--transformers``, also every option transformers' FSMT does not compute (
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from typing import Dict, Optional
 
 import torch
 
-from .average_checkpoints import model_only, save_atomically
+from .average_checkpoints import model_only
 from .storage.checkpoint_io import (CheckpointError, ExportError, output_problem,
-                                    read_fairseq_checkpoint, remove_stale_temporaries,
-                                    signals_raise, temporary_prefix)
+                                    read_fairseq_checkpoint)
+from .storage.fileio import (copy_file, directory_published, one_line_os_errors, save_torch,
+                             scratch_directory, signals_raise)
 from .nn.method_layers import RECORD
 from .methods import METHODS
 
@@ -255,28 +254,20 @@ def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Opt
     if unsupported:
         raise ExportError(f"CTranslate2's converter ignores {', '.join(unsupported)}: its model "
                           f"would not compute what this one does; use the --output checkpoint")
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    remove_stale_temporaries(output_dir, "ctranslate2-")  # of a killed earlier run
-    with tempfile.TemporaryDirectory(
-            dir=parent, prefix=temporary_prefix(output_dir, "ctranslate2-")) as tmp:
-        checkpoint = os.path.join(tmp, "exported.pt")
+    with scratch_directory() as scratch, directory_published(output_dir, "ctranslate2-") as built:
+        checkpoint = os.path.join(scratch, "exported.pt")
         # the converter assigns to the model options (args.data = ...): it needs them as the
         # Namespace fairseq-train writes, which it can read here (checkpoint_compat)
-        torch.save({**exported, "cfg": {**exported["cfg"],
+        save_torch({**exported, "cfg": {**exported["cfg"],
                                         "model": argparse.Namespace(**model_cfg)}}, checkpoint)
         converter = converter_cls(checkpoint, data, source_lang=task_cfg.get("source_lang"),
                                   target_lang=task_cfg.get("target_lang"))
-        converted = os.path.join(tmp, "model")
-        try:
-            converter.convert(converted, quantization=quantization)
+        try:  # into the new, empty directory being built (force: it exists, made for it)
+            converter.convert(built, quantization=quantization, force=True)
         except ValueError as err:  # its configuration checks
             raise ExportError(f"CTranslate2's converter refused the model: {err}") from err
         if sentencepiece_model:
-            shutil.copyfile(sentencepiece_model, os.path.join(converted, "sentencepiece.model"))
-        if os.path.lexists(output_dir):  # moved into tmp: removed with it
-            os.rename(output_dir, os.path.join(tmp, "replaced"))
-        os.rename(converted, output_dir)  # the whole directory appears at once
+            copy_file(sentencepiece_model, os.path.join(built, "sentencepiece.model"))
 
 
 def ctranslate2_converter():
@@ -296,6 +287,7 @@ def sentencepiece_of(cfg, given: Optional[str]) -> Optional[str]:
     return bpe.get("sentencepiece_model") if bpe.get("_name") == "sentencepiece" else None
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="deepnet-export",
@@ -383,7 +375,7 @@ def write(args, exported: Dict, written: list) -> None:
 
         converted = hf_export.convert(exported, data, spm)
     if args.output:
-        save_atomically(exported, args.output)
+        save_torch(exported, args.output)
         written.append(args.output)
         print(f"wrote {args.output} (--arch {exported['cfg']['model']['arch']})",
               file=sys.stderr)

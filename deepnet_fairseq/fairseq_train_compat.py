@@ -33,7 +33,10 @@ place only when one applies (2+ CPU processes, bf16, or fp16 on CPU):
 
    The arithmetic is fairseq's own fp16 arithmetic, run by torch's CPU half-precision kernels.
 
-Everything else is fairseq-train's own ``cli_main``.
+And under torchrun (the recipes launch every torchrun run through this module), each worker
+dies with torchrun: it asks Linux for SIGTERM when its parent, torchrun's agent, dies, so a
+SIGKILL of torchrun alone (which cannot pass anything on) leaves no worker training. Everything
+else is fairseq-train's own ``cli_main``.
 """
 
 import os
@@ -93,7 +96,10 @@ def main() -> None:
     from fairseq_cli.train import cli_main
 
     from . import register
+    from .processes import die_with_parent
 
+    if "TORCHELASTIC_RUN_ID" in os.environ:  # a worker torchrun started
+        die_with_parent(os.getppid())
     register()  # fairseq skips a --user-dir whose package is already imported
     install()
     sys.argv[0] = "fairseq-train"

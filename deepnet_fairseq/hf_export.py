@@ -43,12 +43,12 @@ other than relu and gelu, ...) and tasks other than translation.
 
 import json
 import os
-import tempfile
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from .storage.checkpoint_io import ExportError, directory_published
+from .storage.checkpoint_io import ExportError
+from .storage.fileio import create_new, directory_published, scratch_directory
 
 # the transformers release the export is tested with (constraints.txt pins it)
 TESTED_TRANSFORMERS = "5.24.0"
@@ -246,10 +246,10 @@ def write_tokenizer(directory: str, spm: str, source_dict: str, target_dict: str
     *_, MarianTokenizer, _ = transformers_classes()
     source, target = dictionary_vocab(source_dict), dictionary_vocab(target_dict)
     separate = source != target
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch_directory() as tmp:
         vocab, target_vocab = os.path.join(tmp, "vocab.json"), os.path.join(tmp, "target.json")
         for path, entries in ((vocab, source), (target_vocab, target)):
-            with open(path, "w", encoding="utf-8") as out:
+            with create_new(path) as out:
                 json.dump(entries, out, ensure_ascii=False)
         tokenizer = MarianTokenizer(
             source_spm=spm, target_spm=spm, vocab=vocab,

@@ -19,17 +19,21 @@ KILL_AFTER_S = 20  # after passing a signal on, SIGKILL what is left after this 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+def die_with_parent(parent: int) -> None:
+    """This process gets SIGTERM when its parent ``parent`` dies, even by SIGKILL (Linux's
+    parent-death signal); if the parent is already gone, now."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the launcher's own handlers still forward
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _dies_with_parent(parent: int) -> Callable[[], None]:
-    """A preexec_fn: the child gets SIGTERM when its launcher dies, even by SIGKILL (Linux's
-    parent-death signal; CMD runs in its own session, so nothing else would reach it)."""
-    def preexec() -> None:
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):  # not Linux: the launcher's own handlers still forward
-            return
-        if os.getppid() != parent:  # the launcher died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    return preexec
+    """A preexec_fn: the child dies with its launcher (CMD runs in its own session, so nothing
+    else would reach it)."""
+    return lambda: die_with_parent(parent)
 
 
 class Interrupted(Exception):

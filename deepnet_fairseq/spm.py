@@ -13,6 +13,8 @@ import sys
 
 import sentencepiece
 
+from .storage.fileio import move, remove_file
+
 
 class TrainingError(RuntimeError):
     """Sentencepiece cannot train on these inputs (the message says what to change)."""
@@ -75,13 +77,12 @@ def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float 
             minloglevel=2,
         )
         for ext in ("model", "vocab"):
-            os.replace(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
+            move(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
     except RuntimeError as err:
         raise _explain(err, inputs, vocab_size) from None
     finally:
         for ext in ("model", "vocab"):
-            if os.path.exists(f"{tmp_prefix}.{ext}"):
-                os.remove(f"{tmp_prefix}.{ext}")
+            remove_file(f"{tmp_prefix}.{ext}")
 
 
 def encode(model, src=sys.stdin, dst=sys.stdout) -> None:

@@ -11,7 +11,7 @@
 #   TORCH_INDEX_URL   extra pip index for torch, e.g. https://download.pytorch.org/whl/cpu
 #                     (default: none; an installed torch 2.13.0, CUDA build or not, is kept)
 #
-# Steps (about 5 minutes on 2 cores, most of it compiling fairseq's extensions):
+# Steps (about 6 minutes on 2 cores, 5.5 measured; most of it compiling fairseq's extensions):
 #   1. torch==2.13.0 first, so nothing below can pull another torch with its CUDA wheels;
 #   2. fairseq's runtime dependencies and this plugin's (requirements.txt), pinned by
 #      constraints.txt (hydra-core 1.3.2, omegaconf 2.3.0);

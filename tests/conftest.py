@@ -28,6 +28,17 @@ SLOW_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow")
 LAYERS = ("unit", "integration", "slow")  # the order they run in: the fastest feedback first
 
 
+def pytest_configure(config):
+    """The third-party warnings the plugin silences for its users (fairseq's, hydra's, torch's
+    about each other: ``deepnet_fairseq.THIRD_PARTY_WARNINGS``) are ignored here too, so that
+    the warnings summary shows what is the project's business. The plugin's filters, installed
+    when conftest imports it, do not outlast pytest's collection (each phase restores the
+    filters it started with), hence the same filters as ini lines (pytest.ini has the rest)."""
+    for category, message, module in deepnet_fairseq.THIRD_PARTY_WARNINGS:
+        config.addinivalue_line("filterwarnings",
+                                f"ignore:{message}:{category.__name__}:{module}")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if str(item.path).startswith(SLOW_DIR + os.sep):

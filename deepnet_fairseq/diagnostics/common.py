@@ -49,7 +49,6 @@ def positive_ints(value: str) -> List[int]:
 
 def write_dictionary(directory: str, words: int) -> None:
     """fairseq dictionaries (dict.src.txt, dict.tgt.txt) of ``words`` symbols w0 .. w{words-1}."""
-    os.makedirs(directory, exist_ok=True)
     for lang in ("src", "tgt"):
         atomic_write_text(os.path.join(directory, f"dict.{lang}.txt"),
                           "".join(f"w{i} 1\n" for i in range(words)))
@@ -119,16 +118,19 @@ atomic_savefig = save_png  # (figure, path): one atomic PNG writer for recipes a
 
 def pyplot():
     """matplotlib's pyplot on the non-interactive Agg backend, with a clear error if missing."""
+    import logging
+
+    # fairseq sets the root logger to DEBUG when it is imported (fairseq 0.12's
+    # wav2vec2_classification calls logging.basicConfig(level=DEBUG)), and matplotlib logs its
+    # set-up at DEBUG as it is imported: quiet before the import, not after
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     try:
         import matplotlib
     except ImportError:
         sys.exit("error: matplotlib is needed for the plots: pip install matplotlib")
     matplotlib.use("Agg")
-    import logging
-
     import matplotlib.pyplot as plt
 
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq sets the root to DEBUG
     return plt
 
 

@@ -35,6 +35,7 @@ from typing import Dict, List
 from .. import USER_DIR, methods
 from ..processes import Interrupted, run_forwarding, signals_interrupt
 from ..storage.baseline import unigram_baseline
+from ..storage.fileio import ensure_directory, move, one_line_os_errors, open_no_follow
 from . import common
 from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
                      positive_ints, pyplot, tiny_width_args)
@@ -75,7 +76,6 @@ def generate_data(directory: str, progress) -> str:
         return bin_dir
     progress(f"generating and binarising a reverse-copy corpus in {directory}")
     raw = os.path.join(directory, "raw")
-    os.makedirs(raw, exist_ok=True)
     rng = random.Random(0)
     words = [f"w{i}" for i in range(30)]
     for split, count in (("train", 4000), ("valid", 200)):
@@ -96,7 +96,7 @@ def generate_data(directory: str, progress) -> str:
         raise Interrupted(signum)
     if code:
         raise RuntimeError(f"fairseq-preprocess exited {code}; see {log}")
-    os.replace(tmp, bin_dir)
+    move(tmp, bin_dir)
     return bin_dir
 
 
@@ -124,8 +124,8 @@ def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
     SIGTERM reaches it, it dies with the study), its output in OUTPUT/runs/METHOD-N.log."""
     start = time.time()
     path = os.path.join(args.output_dir, "runs", f"{method}-{layers}.log")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    open(path, "w").close()
+    ensure_directory(os.path.dirname(path))
+    open_no_follow(path, "w").close()
     code, signum = run_forwarding(train_command(args, data, method, layers), os.environ, [path])
     if signum:
         raise Interrupted(signum)
@@ -199,6 +199,7 @@ def write_csv(path: str, rows: List[Dict]) -> None:
     common.write_csv(path, rows, FIELDS, ".4f")
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)

@@ -26,7 +26,6 @@ into the groups' contributions (``attribution``: definition, and how well they s
 import argparse
 import math
 import os
-import tempfile
 from typing import Dict, List, Sequence
 
 import statistics
@@ -34,6 +33,7 @@ import statistics
 import torch
 
 from . import attribution, common
+from ..storage.fileio import one_line_os_errors, scratch_directory
 from .common import (Progress, add_methods_option, atomic_savefig,
                      build_training, positive_ints, pyplot, reverse_copy_batch, write_dictionary)
 
@@ -272,6 +272,7 @@ def plot_shares(path: str, group_rows: List[Dict], report_step: int, title: str)
     plt.close(fig)
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = get_parser()
     args = parser.parse_args(argv)
@@ -290,7 +291,7 @@ def main(argv=None) -> None:
              f"{args.fairseq_args}".strip())
     rows: List[Dict] = []
     group_rows: List[Dict] = []
-    with tempfile.TemporaryDirectory() as data_dir:
+    with scratch_directory() as data_dir:
         write_dictionary(data_dir, args.vocab)
         for seed in args.seed:
             for method in args.methods:

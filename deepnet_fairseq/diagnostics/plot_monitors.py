@@ -22,6 +22,7 @@ import sys
 from typing import Dict, List, Tuple
 
 from .common import atomic_savefig, atomic_write_text, pyplot
+from ..storage.fileio import one_line_os_errors
 
 KEY = re.compile(r"^mon_(grad|lnin|upd)\.(enc|dec)\.(\d+)$")
 SIMPLE_PAIR = re.compile(r"([\w.]+)=([^,\s]+)")
@@ -97,6 +98,7 @@ def plot(path: str, rows: List[Row], title: str) -> None:
     plt.close(fig)
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="deepnet-plot-monitors", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

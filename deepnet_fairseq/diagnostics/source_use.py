@@ -39,6 +39,8 @@ from typing import Dict, List
 
 import torch
 
+from ..storage.fileio import one_line_os_errors
+
 SUBLAYERS = ("self", "cross", "ffn")
 
 
@@ -152,6 +154,7 @@ def load(path: str, data: str):
     return models[0], task, history[-1].get("num_updates", 0)
 
 
+@one_line_os_errors
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="deepnet-source-use", description=__doc__.split("\n\n")[0],

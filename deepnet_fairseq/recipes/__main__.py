@@ -17,13 +17,13 @@ import sys
 from ..processes import Interrupted, signals_interrupt
 from . import prepare, runner
 from .launch import print_settings
-from .settings import DATASETS, SettingError, home, resolve
-from .workdir import Busy, NotOurs, describe_os_error
+from .settings import DATASETS, SettingError, help_text, home, resolve
+from ..storage.directories import Busy, NotOurs, describe_os_error
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes",
-                                     description=__doc__,
+                                     description=__doc__, epilog=help_text(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", default=home(),
                         help="where runs/ goes unless DEEPNET_WORK says: the checkout this "

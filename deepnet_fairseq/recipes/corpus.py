@@ -25,7 +25,8 @@ import sys
 
 from .. import spm
 from .clean import clean
-from .workdir import NotOurs, building, publish
+from ..storage.directories import NotOurs, building, publish
+from ..storage.fileio import create_new
 from .workers import cores, run_all
 
 SPLITS = ("train", "valid", "test")
@@ -41,7 +42,7 @@ def _encode_task(model: str, source: str, dest: str) -> None:
         _PROCESSORS[model] = sentencepiece.SentencePieceProcessor(model_file=model)
     # newline="\n": lines as cleaning wrote them (it leaves no \r in them)
     with open(source, encoding="utf-8", newline="\n") as src, \
-            open(dest, "w", encoding="utf-8") as dst:
+            create_new(dest) as dst:  # in the directory being built
         spm.encode(_PROCESSORS[model], src, dst)
 
 

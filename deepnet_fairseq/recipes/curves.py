@@ -17,11 +17,11 @@ import argparse
 import csv
 import io
 import os
-import shutil
 import sys
 from typing import Dict, List
 
-from . import atomic_open, save_png, write_atomically
+from . import save_png, write_atomically
+from ..storage.fileio import copy_file, one_line_os_errors
 from .runlog import valid_curve
 
 CURVE_FILE = "valid_loss.csv"
@@ -61,12 +61,9 @@ def export(run_dir: str, out_dir: str) -> str:
     name = os.path.basename(os.path.normpath(run_dir))
     target = os.path.join(out_dir, name)
     curve = read_curve(run_dir)  # before anything is written: a run without a curve writes nothing
-    os.makedirs(target, exist_ok=True)
     for source, kept in EXPORTED:
         if os.path.isfile(os.path.join(run_dir, source)):
-            with open(os.path.join(run_dir, source), "rb") as src, \
-                    atomic_open(os.path.join(target, kept), "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            copy_file(os.path.join(run_dir, source), os.path.join(target, kept))
     write_atomically(os.path.join(target, CURVE_FILE), curve_csv(curve))
     return target
 
@@ -89,6 +86,7 @@ def plot(path: str, curves: Dict[str, Dict[int, float]], title: str) -> None:
     plt.close(fig)
 
 
+@one_line_os_errors
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.curves",
                                      description=__doc__,

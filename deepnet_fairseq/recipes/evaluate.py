@@ -19,6 +19,9 @@ direction with fairseq-generate's own code, score it (``score.py``), write eval.
    ``test.T-S.T``, pairs being stored once), X->En / En->X averages, and the number of
    distinct hypotheses (``distinct.py``: a warning when a direction's model ignores its
    source) into ``eval.json``;
+   while it decodes, every 30 s a progress line as training's (``runlog.DecodeProgress``:
+   sentences decoded of the test sets', the direction, elapsed time, ETA), on stderr after
+   ``decoding: ``, which the recipes' runner shows;
 4. ``RUN/eval.tmp`` becomes ``RUN/eval`` (the averaged weights are deleted: they are large and
    can be rebuilt). An interrupted evaluation resumes: finished directions are kept.
 
@@ -33,16 +36,20 @@ import json
 import logging
 import os
 import sys
+import threading
+from typing import Optional
 
 from ..average_checkpoints import at_least_one
-from . import write_json
+from . import runlog, write_json
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
-from .workdir import MARKER, Busy, RunLock, fresh, is_ours, remove_tree
+from ..storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
+from ..storage.fileio import remove_file
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
-    from ..average_checkpoints import average, last_checkpoints, save_atomically
+    from ..average_checkpoints import average, last_checkpoints
+    from ..storage.fileio import save_torch
 
     available = len([n for n in os.listdir(checkpoints) if n.count("_") == 2 and n.endswith(".pt")
                      and n.startswith("checkpoint_")])
@@ -57,7 +64,7 @@ def average_last(checkpoints: str, count: int, output: str) -> None:
         paths = last_checkpoints(checkpoints, count, "update")
         print(f"averaging {count} checkpoints: {' '.join(map(os.path.basename, paths))}",
               file=sys.stderr)
-    save_atomically(average(paths), output)
+    save_torch(average(paths), output)
 
 
 PURPOSE = "purpose.json"
@@ -146,6 +153,88 @@ def models_loaded_once():
         checkpoint_utils.load_model_ensemble = original
 
 
+class _Counted:
+    """fairseq-generate's progress bar over the test batches, counting each batch into a
+    ``runlog.DecodeProgress`` once it is decoded (when the next one is asked for, or at the
+    end); everything else (its ``log``, ``print``) is the bar's own."""
+
+    def __init__(self, bar, progress: runlog.DecodeProgress):
+        self.bar, self.progress = bar, progress
+
+    def __iter__(self):
+        self.progress.decoding()
+        pending = 0
+        for sample in self.bar:
+            self.progress.add(pending)
+            ids = sample.get("id") if isinstance(sample, dict) else None
+            pending = len(ids) if ids is not None and "net_input" in sample else 0
+            yield sample
+        self.progress.add(pending)
+
+    def __len__(self):
+        return len(self.bar)
+
+    def __getattr__(self, name):
+        return getattr(self.bar, name)
+
+
+@contextlib.contextmanager
+def counting_decoded(progress: runlog.DecodeProgress):
+    """Within the block, the progress bar fairseq-generate's ``_main`` iterates the test set
+    with (``fairseq.logging.progress_bar.progress_bar``) counts the decoded sentences into
+    PROGRESS (``_Counted``); its output is unchanged."""
+    from fairseq.logging import progress_bar
+
+    original = progress_bar.progress_bar
+
+    def counted(*args, **kwargs):
+        return _Counted(original(*args, **kwargs), progress)
+
+    progress_bar.progress_bar = counted
+    try:
+        yield
+    finally:
+        progress_bar.progress_bar = original
+
+
+@contextlib.contextmanager
+def progress_lines(progress: runlog.DecodeProgress, every: Optional[float] = None, out=None):
+    """Print PROGRESS's line (after ``runlog.DECODING``) every EVERY seconds (training's
+    ``runlog.PROGRESS_EVERY_S``) while the block runs, and once at its end."""
+    out = out or sys.stderr
+    every = runlog.PROGRESS_EVERY_S if every is None else every
+    done = threading.Event()
+
+    def say():
+        print(f"{runlog.DECODING}{progress.line()}", file=out, flush=True)
+
+    def every_so_often():
+        while not done.wait(every):
+            say()
+
+    thread = threading.Thread(target=every_so_often, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+    say()
+
+
+def _test_sentences(references: str, directions) -> int:
+    """The test sentences of DIRECTIONS (their references' lines); 0 if a reference is
+    missing (the progress line then has no total; scoring says which is missing)."""
+    total = 0
+    for direction in directions:
+        try:
+            with open(reference(references, direction), "rb") as handle:
+                total += sum(1 for _ in handle)
+        except OSError:
+            return 0
+    return total
+
+
 def dictionary_problem(checkpoint: str, data: str, directions) -> "str | None":
     """Why the model in CHECKPOINT cannot decode DATA (its embeddings are not the size of the
     data's dictionaries, as ``deepnet-export`` checks), or None: one line instead of fairseq's
@@ -195,7 +284,7 @@ def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
             *generate_args, "--path", averaged, "--source-lang", src, "--target-lang", tgt,
             "--results-path", tmp])
         generate_main(args)
-        os.replace(tmp, final)
+        replace_tree(tmp, final)
     return os.path.join(final, "generate-test.txt")
 
 
@@ -271,12 +360,22 @@ def _evaluate(parser, args, argv, generate_args) -> None:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(1)
     # fairseq-generate sends its log to the stream logging is first configured with: the
-    # first direction's output file, closed when that direction is done
+    # first direction's output file, closed when that direction is done. Importing fairseq
+    # may have configured it already, at DEBUG (fairseq 0.12's wav2vec2_classification), which
+    # lets hydra's DEBUG lines through: the level is set either way
+    level = os.environ.get("LOGLEVEL", "INFO").upper()
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                        level=os.environ.get("LOGLEVEL", "INFO").upper(), stream=sys.stderr)
+                        level=level, stream=sys.stderr)
+    logging.getLogger().setLevel(level)
     directions = {}
-    with models_loaded_once():
-        for direction in args.directions.split(","):
+    names = args.directions.split(",")
+    todo = [d for d in names if not os.path.isdir(os.path.join(work, d))]  # not decoded yet
+    progress = runlog.DecodeProgress(_test_sentences(args.references, todo), len(todo))
+    with models_loaded_once(), counting_decoded(progress), \
+            (progress_lines(progress) if todo else contextlib.nullcontext()):
+        for direction in names:
+            if direction in todo:
+                progress.begin(todo.index(direction) + 1, direction)
             output = generate(direction, averaged, work, generate_args)
             scores = score_direction(output, reference(args.references, direction),
                                      direction.split("-")[1], args.tokenized_bleu,
@@ -290,10 +389,9 @@ def _evaluate(parser, args, argv, generate_args) -> None:
               f"{' '.join(ignoring)}", file=sys.stderr)
     summary = summarise(directions)
     write_json(os.path.join(work, "eval.json"), summary)
-    os.remove(averaged)
-    final = os.path.join(args.run_dir, "eval")
-    remove_tree(final)  # refuses an eval/ the recipes did not create, naming it
-    os.replace(work, final)
+    remove_file(averaged)
+    # refuses an eval/ the recipes did not create, naming it
+    replace_tree(work, os.path.join(args.run_dir, "eval"))
     if len(directions) > 1:
         print(f"average sacreBLEU {summary['sacrebleu_avg']}  X->En {summary.get('x_en')}  "
               f"En->X {summary.get('en_x')}", file=sys.stderr)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional
 
 from .devices import count_gpus
-from .memory import MemoryPlanError, Plan, plan as memory_plan
+from .memory import MemoryPlanError, Plan, parameter_count, plan as memory_plan
 from .settings import PREFIX, SettingError, Settings
 
 
@@ -57,6 +57,7 @@ class Layout:
     checkpoint_activations: bool
     max_tokens: int = 0
     memory: Optional[Plan] = None  # CUDA with a known GPU size: the memory plan followed
+    memory_unknown: str = ""  # CUDA without a known GPU size: why there is no plan
 
     @property
     def world(self) -> int:
@@ -77,11 +78,30 @@ class Layout:
                 f"{self.device} {self.precision} ({self.gpus} GPU(s) per node: {self.gpus_from}), "
                 f"update-freq {self.update_freq} = {self.tokens_per_update} tokens per update"
                 f"{', activation checkpointing' if self.checkpoint_activations else ''}"
-                f"{f'; memory plan: {self.memory.short()}' if self.memory else ''}")
+                f"{f'; memory plan: {self.memory.short()}' if self.memory else ''}"
+                f"{'; no memory plan (GPU memory unknown)' if self.memory_unknown else ''}")
 
     def memory_text(self) -> str:
-        """The memory plan's figures per component and its choice ("" without a plan)."""
-        return self.memory.describe() if self.memory else ""
+        """The memory plan's figures per component and its choice; on CUDA without a known GPU
+        size, why there is none and how to get one; "" on CPU."""
+        return self.memory.describe() if self.memory else self.memory_unknown
+
+
+def no_memory_plan(checkpointing: bool, cfg: Settings) -> str:
+    """What a CUDA layout does without the GPU's size (none set, none visible to torch here: a
+    dry run on a login node), and how to plan it for the training machine's cards."""
+    if cfg["CHECKPOINT_ACTIVATIONS"] != "auto":
+        rule = f"CHECKPOINT_ACTIVATIONS={cfg['CHECKPOINT_ACTIVATIONS']}"
+    elif checkpointing_refused(cfg["METHOD"]):
+        rule = f"no activation checkpointing (METHOD={cfg['METHOD']} cannot have it)"
+    else:
+        rule = (f"activation checkpointing {'on' if checkpointing else 'off'} by depth alone "
+                f"(on when ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM="
+                f"{cfg['CHECKPOINT_ACTIVATIONS_FROM']})")
+    return ("memory plan: none, the GPU memory is unknown (GPU_MEMORY_GB is not set and torch "
+            f"sees no GPU on this machine), so it cannot plan memory: {rule}, no ZeRO-1, "
+            f"MAX_TOKENS={cfg['MAX_TOKENS']} as set. Set GPU_MEMORY_GB=<GB per GPU> (e.g. "
+            "GPU_MEMORY_GB=80 for 80 GB cards) to plan for the training machine's GPUs")
 
 
 def gpu_memory_gb() -> Optional[float]:
@@ -97,6 +117,39 @@ def dictionary_size(cfg: Settings) -> int:
     """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for OPUS-100
     one language token per language (about 100); a few entries either way change little."""
     return cfg.int("VOCAB") + 4 + (100 if cfg.dataset == "opus100" else 0)
+
+
+# what every CPU process holds whatever its batch, in bytes a parameter: fp32 weights, their
+# gradients and Adam's two moments (activations come on top: a lower bound of the peak)
+CPU_RESIDENT_BYTES = 16
+
+
+def machine_memory_gb() -> float:
+    """This machine's physical memory in GiB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+
+
+def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: float) -> Optional[str]:
+    """Why a CPU run cannot run on a machine with ``cores`` cores and ``memory_gb`` GiB (the
+    launcher's own, for a run, not for a dry run planning another machine), or None. More
+    processes than cores only slow each other down; a model whose weights, gradients and Adam
+    state alone exceed the memory cannot start (CUDA runs: the memory plan's business)."""
+    if layout.device != "cpu":
+        return None
+    if layout.nproc > cores:
+        return (f"NPROC={layout.nproc} CPU processes, but this machine gives the run {cores} "
+                f"core(s): at most one process per core (more only slow each other down); "
+                f"set NPROC={cores} or less")
+    params = parameter_count(cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM"),
+                             cfg.int("FFN_DIM"), dictionary_size(cfg))
+    need_gb = CPU_RESIDENT_BYTES * params * layout.nproc / 2 ** 30
+    if need_gb > memory_gb:
+        return (f"ENC_LAYERS={cfg['ENC_LAYERS']} DEC_LAYERS={cfg['DEC_LAYERS']} at EMBED_DIM="
+                f"{cfg['EMBED_DIM']}, FFN_DIM={cfg['FFN_DIM']}: {params / 1e6:,.0f}M parameters, "
+                f"whose fp32 weights, gradients and Adam state alone take {need_gb:,.1f} GB in "
+                f"{layout.nproc} process(es), more than this machine's {memory_gb:,.1f} GB; use "
+                f"fewer or narrower layers, or a GPU machine")
+    return None
 
 
 def checkpointing_refused(method: str) -> Optional[str]:
@@ -183,10 +236,12 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
             forced = False
     checkpointing = forced if forced is not None else \
         layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")
-    memory = None
+    memory, memory_unknown = None, ""
     if device == "cuda":
         card = cfg.float("GPU_MEMORY_GB") if "GPU_MEMORY_GB" in cfg else memory_probe()
-        if card:
+        if not card:
+            memory_unknown = no_memory_plan(checkpointing, cfg)
+        else:
             try:
                 memory = memory_plan(
                     cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM"),
@@ -199,7 +254,7 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
             max_tokens, update_freq = memory.choice.max_tokens, memory.choice.update_freq
     return Layout(device, gpus, gpus_from, nnodes, nproc, node_rank, launcher, master_addr,
                   master_port, update_freq, max_tokens * world * update_freq, precision,
-                  checkpointing, max_tokens, memory)
+                  checkpointing, max_tokens, memory, memory_unknown)
 
 
 # ---- paths and commands ---------------------------------------------------------------------
@@ -356,9 +411,10 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     args += extra  # last: options the recipe does not set
 
     # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main with its fixes) where
-    # fairseq 0.12 alone fails: several CPU processes under torchrun, bf16 off TPUs, fp16 on CPU
-    compat = layout.precision == "bf16" or (layout.device == "cpu" and (
-        layout.world > 1 or layout.precision == "fp16"))
+    # fairseq 0.12 alone fails: several CPU processes under torchrun, bf16 off TPUs, fp16 on
+    # CPU; and under every torchrun, whose workers it makes die with torchrun
+    compat = layout.precision == "bf16" or layout.launcher == "torchrun" or (
+        layout.device == "cpu" and (layout.world > 1 or layout.precision == "fp16"))
     module = "deepnet_fairseq.fairseq_train_compat" if compat else "fairseq_cli.train"
     if layout.launcher == "torchrun":
         launch = ["torchrun"]
@@ -408,6 +464,20 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     return [python, "-m", "deepnet_fairseq.recipes.evaluate", "--run-dir", where["RUN_DIR"],
             "--average-last", cfg["AVERAGE_LAST"], "--directions", directions,
             "--references", where["RAW"], *score, "--", *generate, *task]
+
+
+QUIET_IMPORT_WARNINGS = ("ignore::FutureWarning:fairscale.experimental.nn.offload",)
+"""Python warning filters (``-W`` syntax) for fairseq-train's processes: fairscale 0.4.13, which
+fairseq imports before it loads the plugin (whose own filter, in ``deepnet_fairseq/__init__``,
+comes too late there), warns twice about torch's deprecated AMP decorators it uses; nothing a
+user can act on. Other warnings are left alone."""
+
+
+def train_environment(env: Mapping[str, str]) -> dict:
+    """ENV for fairseq-train's processes: ``PYTHONWARNINGS`` with ``QUIET_IMPORT_WARNINGS``
+    first, so that a user's own PYTHONWARNINGS, after them, still decides (the later wins)."""
+    own = env.get("PYTHONWARNINGS", "")
+    return {**env, "PYTHONWARNINGS": ",".join([*QUIET_IMPORT_WARNINGS, *([own] if own else [])])}
 
 
 def print_settings(cfg: Settings, step: str, out=sys.stderr) -> None:

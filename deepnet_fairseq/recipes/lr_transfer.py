@@ -28,26 +28,16 @@ Writes into DIR:
 import argparse
 import csv
 import io
-import json
 import os
 import sys
 from collections import defaultdict
 from typing import Dict, List, Optional
 
 from . import save_png, write_atomically
+from ..storage.fileio import ensure_directory, one_line_os_errors, read_json
 
 FIELDS = ["method", "encoder_layers", "decoder_layers", "lr", "status", "last_valid_loss",
           "bleu", "run"]
-
-
-def _read_json(path: str) -> Optional[dict]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{path}: unreadable record ({error}); re-run or remove that run")
 
 
 def read_runs(roots: List[str]) -> List[Dict]:
@@ -60,12 +50,12 @@ def read_runs(roots: List[str]) -> List[Dict]:
             run = os.path.join(root, name)
             if name.startswith(".") or not os.path.isdir(run):
                 continue  # the recipes' marker, stray files
-            status = _read_json(os.path.join(run, "status.json"))
-            config = _read_json(os.path.join(run, "config.json"))
+            status = read_json(os.path.join(run, "status.json"))
+            config = read_json(os.path.join(run, "config.json"))
             if status is None or config is None or "LR" not in config.get("settings", {}):
                 continue  # not a run of a sweep with a learning-rate axis (or not started)
-            scores = _read_json(os.path.join(run, "eval.json")) or \
-                _read_json(os.path.join(run, "eval", "eval.json")) or {}
+            scores = read_json(os.path.join(run, "eval.json")) or \
+                read_json(os.path.join(run, "eval", "eval.json")) or {}
             bleu = next(iter(scores.get("directions", {}).values()), {}).get("tok_bleu")
             rows.append({"method": status["method"], "encoder_layers": status["encoder_layers"],
                          "decoder_layers": status["decoder_layers"],
@@ -196,6 +186,7 @@ def eps_markdown(rows: List[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@one_line_os_errors
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.lr_transfer",
                                      description=__doc__,
@@ -213,7 +204,7 @@ def main(argv: List[str] = None) -> None:
     if not rows:
         parser.error(f"no run with a status and a learning rate under {', '.join(args.roots)}")
     table = cells(rows)
-    os.makedirs(args.out, exist_ok=True)
+    ensure_directory(args.out)
     out = io.StringIO()
     writer = csv.DictWriter(out, FIELDS, lineterminator="\n", extrasaction="ignore")
     writer.writeheader()

@@ -27,7 +27,7 @@ GB = 1e9
 # Fitted to the peaks of fairseq's Trainer measured on an H200 at base width (512/2048/8 heads),
 # 4,096 target tokens (128 sentences x 32), vocabulary 32,004, shared embeddings:
 # results/memory/h200-fairseq-trainer-peaks.jsonl (benchmarks/memory_plan.py measures the same;
-# the measured figures: docs/running.md, "Expected time and memory on 8 x 80 GB").
+# the measured figures: docs/reproducing.md, "Expected time and memory on 8 x 80 GB").
 # Activations = peak - resident + gradients, fitted as
 #   PRECISION_FACTOR x tokens x (OUTPUT_BYTES x vocab + layers x LAYER_BYTES x width)
 # fp16, no checkpointing, 6L/18L/50L/100L per side: a straight line in the layers (enc + dec),
@@ -49,7 +49,7 @@ PRECISION_FACTOR = {"fp16": 1.0, "bf16": 1.0, "fp32": 1.611}
 # profile_memory) of fairseq's Trainer on a CPU: base width, 1,024 target tokens (32 sentences
 # x 32), vocabulary 32,004, 2L and 4L per side in fp32 and bf16 (activations = peak - resident
 # + gradients, a straight line in the layers): results/memory/cpu-fit.jsonl (the measured
-# figures: docs/running.md, "The memory model on CPU"). Why they differ from the CUDA terms:
+# figures: docs/reproducing.md, "The memory model on CPU"). Why they differ from the CUDA terms:
 # * the output term does not grow in fp32: label_smoothed_cross_entropy takes the log-softmax
 #   in fp32 in every precision, and what is alive at the start of the backward pass is its fp32
 #   log-probabilities (saved by log_softmax), their gradient and then the logits' gradient:
@@ -75,7 +75,7 @@ CPU_LAYER_BYTES = {"fp32": 71.0, "bf16": 36.6, "fp16": 36.6}  # per token per la
 # Bytes per parameter of each resident component. fp16/bf16 use fairseq's FP16Optimizer:
 # half weights and gradients, an fp32 master copy with its own fp32 gradient, Adam m and v in
 # fp32 (20 bytes); memory-efficient fp16 keeps no master copy (12); fp32 (16). Each count is
-# what was measured after the first update (docs/running.md).
+# what was measured after the first update (docs/reproducing.md).
 WEIGHT_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 MASTER_BYTES = {"fp32": 0, "fp16": 8, "bf16": 8}   # fp32 copy + its gradient; 0 when memory-efficient
 ADAM_BYTES = 8                                      # m and v, fp32
@@ -112,7 +112,7 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
              checkpointing: bool = False, zero: bool = False, memory_efficient: bool = False,
              world: int = 1, device: str = "cuda") -> Estimate:
     """Peak bytes per GPU (per process on ``device`` "cpu") of one update (see the module
-    docstring). The resident parts are the same on CPU (measured: docs/running.md); the
+    docstring). The resident parts are the same on CPU (measured: docs/reproducing.md); the
     activations have the CPU terms above."""
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")

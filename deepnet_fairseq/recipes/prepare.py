@@ -29,15 +29,19 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+import zlib
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from . import write_atomically, write_json
+from . import atomic_open, write_atomically, write_json
 from .corpus import SPLITS, prepare as prepare_text
 from .launch import paths
 from ..processes import Interrupted, run_forwarding, run_many
 from .runner import log
 from .settings import SettingError, Settings
-from .workdir import MARKER, building, fresh, is_ours, make_dirs, publish, remove_tree
+from ..storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
+                                  remove_tree)
+from ..storage.fileio import (RecordError, append_copy, extract_tar, move, open_no_follow, read_json,
+                              remove_file)
 
 # WMT-17 En-De training data (the statmt.org archives) and the corpora inside them
 WMT17_ARCHIVES = (
@@ -82,7 +86,7 @@ def fetch(url: str, dest: str, say=print) -> str:
         say(f"download of {url} failed ({failure}); trying again in {RETRY_DELAY_S} s")
         time.sleep(RETRY_DELAY_S)
     _verify(part)
-    os.replace(part, dest)
+    move(part, dest)
     return dest
 
 
@@ -96,7 +100,7 @@ def _download(url: str, part: str, say) -> Tuple[Optional[str], bool]:
         with urllib.request.urlopen(request, timeout=60) as response:
             resumed = have and response.status == 206
             total = int(response.headers.get("Content-Length") or 0) + (have if resumed else 0)
-            with open(part, "ab" if resumed else "wb") as out:
+            with open_no_follow(part, "ab" if resumed else "wb") as out:
                 shown = time.monotonic()
                 while True:
                     block = response.read(1 << 20)
@@ -135,9 +139,9 @@ def extract(archive: str, directory: str, say=print) -> str:
     filter."""
     if not os.path.isfile(os.path.join(directory, ".done")):
         say(f"unpacking {os.path.basename(archive)}")
-        with building(directory) as tmp, tarfile.open(archive, "r:gz") as tar:
+        with building(directory) as tmp:
             try:
-                tar.extractall(tmp, filter="data")
+                extract_tar(archive, tmp)
             except tarfile.FilterError as err:
                 raise PrepareError(f"{archive}: {err}; the archive is not what the recipe expects")
             publish(tmp, directory)
@@ -150,11 +154,15 @@ def read_lines(path: str, limit: int = 0) -> Iterator[bytes]:
     """The lines of PATH (plain or .gz) as bytes ending in b"\\n", split on \\n only; the first
     LIMIT of them when LIMIT > 0."""
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as stream:
-        for number, line in enumerate(stream, 1):
-            if 0 < limit < number:
-                return
-            yield line if line.endswith(b"\n") else line + b"\n"
+    try:
+        with opener(path, "rb") as stream:
+            for number, line in enumerate(stream, 1):
+                if 0 < limit < number:
+                    return
+                yield line if line.endswith(b"\n") else line + b"\n"
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:  # not gzip, truncated, corrupt
+        raise PrepareError(f"{path} is not a complete gzip file ({err}); download or copy it "
+                           f"again") from None
 
 
 def first(lines: Iterable[bytes], limit: int) -> Iterator[bytes]:
@@ -165,7 +173,7 @@ def first(lines: Iterable[bytes], limit: int) -> Iterator[bytes]:
 
 
 def write_lines(path: str, lines: Iterable[bytes]) -> None:
-    with open(path, "wb") as out:
+    with atomic_open(path, "wb") as out:
         out.writelines(lines)
 
 
@@ -389,30 +397,25 @@ def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, s
         part = fresh(os.path.join(tmp, f"{pair}.part"))
         parts.append(part)
         logs.append(os.path.join(tmp, f"{pair}.log"))
-        if os.path.exists(logs[-1]):
-            os.remove(logs[-1])
+        remove_file(logs[-1])
         commands.append(preprocess_command(cfg, *pair.split("-"), part, workers // at_once,
                                            "--srcdict", dictionary, "--tgtdict", dictionary))
     failed, done = [], []
 
     def finished(index, code):
         pair, part, log_path = pairs[index], parts[index], logs[index]
-        with open(log_path, "rb") as log, \
-                open(os.path.join(data, "preprocess.log"), "ab") as shared:
-            shutil.copyfileobj(log, shared)
+        append_copy(log_path, os.path.join(data, "preprocess.log"))
         if code:
             failed.append(pair)
             return False
         for name in sorted(os.listdir(part)):
             if name == "preprocess.log":  # fairseq's own log of the run: one for all pairs
-                with open(os.path.join(part, name), "rb") as log, \
-                        open(os.path.join(tmp, name), "ab") as shared:
-                    shutil.copyfileobj(log, shared)
+                append_copy(os.path.join(part, name), os.path.join(tmp, name))
             elif name != MARKER:
-                os.replace(os.path.join(part, name), os.path.join(tmp, name))
+                move(os.path.join(part, name), os.path.join(tmp, name))
         remove_tree(part)
-        os.remove(log_path)
-        open(os.path.join(tmp, f".done-{pair}"), "w").close()
+        remove_file(log_path)
+        open_no_follow(os.path.join(tmp, f".done-{pair}"), "w").close()
         done.append(pair)
         say(f"binarised {pair} ({len(done)} of {len(pairs)})")
         return True
@@ -459,16 +462,38 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
 
 # ---- the step ---------------------------------------------------------------------------------
 
+def own_peak_kb() -> int:
+    """This process's peak resident memory in kB since it exec'd: ``VmHWM`` (Linux), else
+    ``RUSAGE_SELF`` (which may include the image before the exec)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 class Stages:
     """Each stage's wall time, CPU time (of every process, so that a shared machine's load does
     not hide a parallel stage's work) and the peak resident memory so far, of this process and
     of its largest child (a worker, fairseq-preprocess), logged and kept in
     DATA_DIR/stages.json (a stage skipped as done keeps its earlier figures). Where a prepare
-    at scale spends its time."""
+    at scale spends its time.
+
+    The kernel's maxima (``getrusage``) survive ``exec``, and the scripts ``exec python``: the
+    children's (``RUSAGE_CHILDREN``) starts at the largest child the shell had reaped before,
+    and the process's own (``RUSAGE_SELF``) at the image it replaced (a launcher's, when that
+    spawned it). So this process's own peak is its memory's high-water mark, ``VmHWM`` of
+    /proc/self/status (``RUSAGE_SELF`` where there is no /proc), and a child of this process is
+    counted only once the children's maximum rises above what it was when the stages started
+    (``children_before``)."""
 
     def __init__(self, path: str, say):
         self.path, self.say = path, say
         self.figures = {}
+        self.children_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as stored:
                 self.figures = json.load(stored)
@@ -480,18 +505,26 @@ class Stages:
         return sum(usage.ru_utime + usage.ru_stime for usage in map(
             resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
 
+    def peak(self) -> Tuple[float, str]:
+        """(MB, whose) of the largest resident set so far of this process or of a child it
+        started; a child the shell ran before ``exec`` is not one (class docstring)."""
+        own = own_peak_kb()
+        children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # kB on Linux
+        if children > self.children_before and children > own:
+            return children / 1024, "its largest child"
+        return own / 1024, "this process"
+
     @contextlib.contextmanager
     def __call__(self, name: str):
         start, cpu = time.monotonic(), self.cpu_seconds()
         yield
         seconds, cpu = time.monotonic() - start, self.cpu_seconds() - cpu
-        peak_mb = max(resource.getrusage(who).ru_maxrss  # kB on Linux
-                      for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) / 1024
+        peak_mb, whose = self.peak()
         self.figures[name] = {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
                               "peak_rss_mb": round(peak_mb)}
         write_json(self.path, self.figures)
         self.say(f"{name}: {seconds:.1f} s ({cpu:.1f} s of CPU), peak memory so far "
-                 f"{peak_mb:,.0f} MB")
+                 f"{peak_mb:,.0f} MB ({whose})")
 
 
 def raw_pairs(raw: str) -> List[str]:
@@ -501,13 +534,47 @@ def raw_pairs(raw: str) -> List[str]:
                    for path in glob.glob(os.path.join(raw, "train.*-*.*"))})
 
 
+# the settings the prepared data depends on: a data directory holds the data of one value each
+DATA_SETTINGS = ("SOURCE", "LOCAL_DIR", "SRC", "TGT", "LANGS", "VOCAB", "SPM_SENTENCES",
+                 "MAX_LEN", "LEN_RATIO", "ENCODING")
+
+
+def data_settings(dataset: str, settings: dict) -> dict:
+    """The dataset and the DATA_SETTINGS values of ``settings`` (name -> value)."""
+    return {"dataset": dataset, **{k: str(settings[k]) for k in DATA_SETTINGS if k in settings}}
+
+
+def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
+    """Why DATA, already (partly) prepared, is not the data of these settings (its record,
+    ``config.json``, says other data settings), or None."""
+    started = [p for p in ("raw/.done", "spm.model", "bin/.done")
+               if os.path.exists(os.path.join(data, p))]
+    try:
+        record = read_json(os.path.join(data, "config.json"))
+    except RecordError as err:
+        return str(err) if started else None
+    if not started or record is None:
+        return None
+    had = data_settings(record.get("dataset", ""), {
+        k: v["value"] for k, v in record.get("settings", {}).items()})
+    wanted = data_settings(cfg.dataset, cfg.values)
+    changed = [f"{k}={had.get(k, '(unset)')} there, {wanted.get(k, '(unset)')} now"
+               for k in sorted(set(had) | set(wanted)) if had.get(k) != wanted.get(k)]
+    if not changed:
+        return None
+    return (f"{data} holds data prepared with other settings ({'; '.join(changed)}): reusing it "
+            f"would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
+            f"recipes made it) to prepare it again")
+
+
 def prepare(cfg: Settings) -> int:
-    """Every step of the dataset's preparation that is not done yet; returns 0."""
+    """Every step of the dataset's preparation that is not done yet; returns 0. One prepare
+    per data directory at a time (its lock), and only for the settings it was prepared with."""
     def say(message):
         log(cfg, "prepare", message)
 
     where = paths(cfg)
-    data, raw = where["DATA_DIR"], where["RAW"]
+    data = where["DATA_DIR"]
     for tool in ("fairseq-preprocess",):
         if shutil.which(tool) is None:
             raise PrepareError(f"{tool} not found on PATH; run: bash scripts/install.sh")
@@ -516,8 +583,17 @@ def prepare(cfg: Settings) -> int:
                            "it): refusing to write into it. Choose another DEEPNET_WORK, or "
                            "move the directory away")
     make_dirs(data)
-    write_json(os.path.join(data, "config.json"),
-               {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
+    with RunLock(data, ".prepare.lock", "one prepare per data directory"):
+        problem = prepared_otherwise(cfg, data)
+        if problem:
+            raise PrepareError(problem)
+        write_json(os.path.join(data, "config.json"),
+                   {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
+        return _prepare_steps(cfg, where, say)
+
+
+def _prepare_steps(cfg: Settings, where: dict, say) -> int:
+    data, raw = where["DATA_DIR"], where["RAW"]
     stage = Stages(os.path.join(data, "stages.json"), say)
     if not os.path.isfile(os.path.join(raw, ".done")):
         with stage("raw text"), building(raw) as tmp:

@@ -225,7 +225,7 @@ MINI = Preset("size", "mini", (
 QUICKSTART = Preset("size", "quickstart", (
     "SIZE=quickstart: the README's first command (bash scripts/quickstart.sh, which sets it): "
     "the wmt17 recipe on the Multi30k copy shipped with the package, one 6L-6L DeepNet that "
-    "translates within 15 minutes on 2 CPU cores. Every value was chosen from measured learning "
+    "translates in about 8 minutes on 2 CPU cores. Every value was chosen from measured learning "
     "curves (docs/findings.md); measured: sacreBLEU in README.md."
 ), [
     ('SOURCE', 'multi30k', CHOSEN, 'the corpus shipped in deepnet_fairseq/corpora: no download'),

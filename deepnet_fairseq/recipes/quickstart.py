@@ -8,8 +8,9 @@ deepnet_fairseq/corpora/multi30k), translate its test set and score it with sacr
 It is the wmt17 recipe at the quickstart size (``presets.QUICKSTART``: SOURCE=multi30k, one
 6L-6L DeepNet), run by the same runtime as ``bash scripts/wmt17/{prepare,train,evaluate}.sh``:
 sentencepiece -> fairseq-preprocess -> fairseq-train -> fairseq-generate -> sacreBLEU, on the
-stock fairseq CLIs. While it trains, a progress line (update, last validation loss, ETA)
-comes every 30 seconds; at the end, three test sentences beside their references.
+stock fairseq CLIs. While it trains, a progress line (update, last validation nll, ETA)
+comes every 30 seconds, and while it decodes one too (sentences decoded, ETA); at the end,
+three test sentences beside their references.
 
 Re-running reuses finished steps and resumes an interrupted training from its checkpoints.
 One launch per directory at a time (a second one says which process holds it); Ctrl-C or
@@ -37,7 +38,7 @@ from typing import Dict, Mapping
 from .runlog import minutes
 from ..processes import Interrupted, signals_interrupt
 from .settings import SettingError, Settings, home
-from .workdir import Busy, NotOurs, describe_os_error
+from ..storage.directories import Busy, NotOurs, describe_os_error
 
 DATASET = "wmt17"  # the recipe the quickstart runs
 SIZES = {("quickstart", "cpu"): "quickstart", ("quickstart", "cuda"): "quickstart-cuda",
@@ -69,6 +70,11 @@ def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
     defaults = {"DEEPNET_WORK": work, "SOURCE": "multi30k", "METHOD": "deepnet", "LAYERS": "6"}
     return {**{k: v for k, v in defaults.items() if k not in env and f"DEEPNET_{k}" not in env},
             **env, "SIZE": SIZES[size, device], "DEVICE": device}
+
+
+def distinct_translations(count: int) -> str:
+    """"1 distinct translation", "60 distinct translations"."""
+    return f"{count} distinct translation{'' if count == 1 else 's'}"
 
 
 def show_result(cfg: Settings) -> Dict:
@@ -120,8 +126,7 @@ def run(env: Mapping[str, str], home: str) -> Dict:
         raise QuickstartError(f"evaluation failed; see {where['RUN_DIR']}/evaluate.log")
     result = show_result(cfg)
     log(f"done in {minutes(time.time() - start)}: sacreBLEU {result['sacrebleu']} on "
-        f"Multi30k test_2016_flickr en->de, {result['distinct']} distinct "
-        f"translation{'' if result['distinct'] == 1 else 's'} "
+        f"Multi30k test_2016_flickr en->de, {distinct_translations(result['distinct'])} "
         f"(details: {where['RUN_DIR']}/eval/eval.json)")
     if size == "smoke":
         log("SIZE=smoke checks that the chain runs: its model is not trained enough to "

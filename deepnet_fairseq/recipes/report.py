@@ -20,95 +20,133 @@ trained but whose last validation loss is not below the source-blind baseline (t
 the validation targets' unigram distribution, the loss of a model that ignores its source)
 minus ``--margin`` bits is marked **stalled**, as ``deepnet-depth-study`` marks its runs.
 
-Runs of one method and depth with different seeds (``--seed`` in their ``command.sh``) share a
+Runs of one method and depth with different seeds (the seed their records hold) share a
 cell: the mean BLEU and the spread (sample standard deviation over the seeds that trained), the
 number of seeds and of those that diverged or ignore their source; the plots draw the mean with
 the spread as an error bar. ``results.csv`` keeps one row per run, with its seed.
 
 The table's BLEU is the paper's metric: tokenized BLEU with compound splitting for WMT-17,
-detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14.
+detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14. A WMT-17-recipe run
+evaluated without tokenized BLEU (``TOKENIZED_BLEU=0``: the quickstart's sizes) gets it here,
+from its decoded test set (``eval/S-T/generate-test.txt``) and the references its evaluation
+read (``evaluate.config.json``), by the evaluation's own scorer; where those are gone its cell
+says that it was not scored.
+
+The losses are fairseq's, in bits: ``last_valid_loss`` the criterion's (label-smoothed),
+``last_valid_nll`` the references' cross-entropy (the progress line's and docs/findings.md's
+figure; runs trained before it was recorded have none). The plots draw the nll where every run
+has it, else the label-smoothed loss, and say which.
 """
 
 import argparse
 import csv
 import io
-import json
 import math
 import os
-import re
 import statistics
 import sys
 from typing import Dict, List, Optional
 
 from . import save_png, write_atomically
+from ..storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
 from .distinct import DEFAULT_MIN_SHARE, ignores_source
 from .paper import NOTES, PAPER, lookup
 
 MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
            "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
-           "distinct_share", "last_valid_loss", "stalled", "num_updates", "reason", "signature"]
+           "distinct_share", "last_valid_loss", "last_valid_nll", "stalled", "num_updates",
+           "reason", "signature"]
 DEFAULT_MARGIN = 0.5  # bits below the source-blind baseline a trained run must reach
 
 
-def _read(path: str) -> Optional[Dict]:
-    if not os.path.isfile(path):
+def seed_of(run_dir: str, status: Dict) -> str:
+    """The run's seed, from its records: ``status.json`` (runs trained since it records it),
+    else ``config.json``'s resolved settings; "" where neither says."""
+    if "seed" in status:
+        return str(status["seed"])
+    config = read_json(os.path.join(run_dir, "config.json")) or {}
+    return str(config.get("settings", {}).get("SEED", {}).get("value", ""))
+
+
+def tokenized_bleu_from_decode(run_dir: str, direction: str) -> Optional[float]:
+    """The paper's WMT-17 metric (tokenized BLEU, compound-split: ``score.score_direction``)
+    of a run evaluated without it, from its decoded test set and the references its evaluation
+    read (``--references`` of ``evaluate.config.json``); None where either is gone."""
+    from .evaluate import reference
+    from .score import score_direction
+
+    output = os.path.join(run_dir, "eval", direction, "generate-test.txt")
+    command = (read_json(os.path.join(run_dir, "evaluate.config.json")) or {}).get("command", [])
+    if not os.path.isfile(output) or "--references" not in command[:-1]:
         return None
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def seed_of(run_dir: str) -> str:
-    """The run's --seed, read from the command it ran (``command.sh``); "" if it has none."""
-    path = os.path.join(run_dir, "command.sh")
-    if not os.path.isfile(path):
-        return ""
-    with open(path, encoding="utf-8") as handle:
-        found = re.search(r"--seed\s+(\d+)", handle.read())
-    return found.group(1) if found else ""
+    try:
+        ref = reference(command[command.index("--references") + 1], direction)
+        return score_direction(output, ref, direction.split("-")[1], True, True)["tok_bleu"]
+    except (OSError, ValueError):  # references moved or changed: not scored
+        return None
 
 
 def collect(dataset: str, runs_dir: str) -> List[Dict]:
-    """One row per run directory holding a status.json."""
+    """One row per run directory holding a status.json. A run whose records cannot be read
+    (a truncated or edited status.json, a field missing) is left out with a warning naming
+    it: one broken run does not stop the report of the others."""
     rows = []
     for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
-        status = _read(os.path.join(runs_dir, name, "status.json"))
-        if status is None:
+        try:
+            row = _row(dataset, runs_dir, name)
+        except (RecordError, KeyError, TypeError, ValueError) as error:
+            detail = f"no {error} in its records" if isinstance(error, KeyError) else str(error)
+            print(f"WARNING: run {name} left out of the report: {detail}", file=sys.stderr)
             continue
-        # a run as training left it (eval/eval.json), or as recipes.curves --export keeps it
-        evaluation = (_read(os.path.join(runs_dir, name, "eval", "eval.json"))
-                      or _read(os.path.join(runs_dir, name, "eval.json")) or {})
-        n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
-        row = {key: "" for key in COLUMNS}
-        row.update(dataset=dataset, run=name, method=status["method"],
-                   label=status.get("label") or status["method"], encoder_layers=n,
-                   decoder_layers=m, layers=n + m, status=status["status"],
-                   seed=seed_of(os.path.join(runs_dir, name)),
-                   reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
-                   last_valid_loss=status.get("last_valid_loss"))
-        if row["status"] == "ok" and not evaluation:
-            row.update(status="failed", reason="trained, but not evaluated (see evaluate.log)")
-        directions = evaluation.get("directions", {})
-        if len(directions) == 1:
-            only = next(iter(directions.values()))
-            row.update(sacrebleu=only["sacrebleu"], tok_bleu=only.get("tok_bleu", ""),
-                       signature=only["signature"])
-        elif directions:
-            row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
-                       en_x=evaluation.get("en_x", ""),
-                       signature=next(iter(directions.values()))["signature"])
-        # The lowest share over directions: one collapsed direction is enough to say so.
-        shares = [d["distinct_share"] for d in directions.values() if "distinct_share" in d]
-        if shares:
-            row["distinct_share"] = min(shares)
-        metric = MAIN_METRIC[dataset]
-        row["bleu"] = (evaluation.get(metric) if metric in evaluation
-                       else row.get(metric.replace("_avg", ""), ""))
-        ref = lookup(dataset, row["method"], n, m) if row["label"] == row["method"] else None
-        if ref is not None:
-            row["paper_bleu"] = "diverged" if ref.bleu is None else ref.bleu
-        rows.append(row)
+        if row is not None:
+            rows.append(row)
     return rows
+
+
+def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
+    """The report's row of run NAME, or None if it has no status.json."""
+    status = read_json(os.path.join(runs_dir, name, "status.json"))
+    if status is None:
+        return None
+    # a run as training left it (eval/eval.json), or as recipes.curves --export keeps it
+    evaluation = (read_json(os.path.join(runs_dir, name, "eval", "eval.json"))
+                  or read_json(os.path.join(runs_dir, name, "eval.json")) or {})
+    n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
+    row = {key: "" for key in COLUMNS}
+    row.update(dataset=dataset, run=name, method=status["method"],
+               label=status.get("label") or status["method"], encoder_layers=n,
+               decoder_layers=m, layers=n + m, status=status["status"],
+               seed=seed_of(os.path.join(runs_dir, name), status),
+               reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
+               last_valid_loss=status.get("last_valid_loss"),
+               last_valid_nll=status.get("last_valid_nll"))
+    if row["status"] == "ok" and not evaluation:
+        row.update(status="failed", reason="trained, but not evaluated (see evaluate.log)")
+    directions = evaluation.get("directions", {})
+    if len(directions) == 1:
+        (direction, only), = directions.items()
+        tok_bleu = only.get("tok_bleu", "")
+        if tok_bleu == "" and MAIN_METRIC[dataset] == "tok_bleu" and row["status"] == "ok":
+            tok_bleu = tokenized_bleu_from_decode(os.path.join(runs_dir, name), direction)
+            tok_bleu = "" if tok_bleu is None else tok_bleu
+        row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu,
+                   signature=only["signature"])
+    elif directions:
+        row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
+                   en_x=evaluation.get("en_x", ""),
+                   signature=next(iter(directions.values()))["signature"])
+    # The lowest share over directions: one collapsed direction is enough to say so.
+    shares = [d["distinct_share"] for d in directions.values() if "distinct_share" in d]
+    if shares:
+        row["distinct_share"] = min(shares)
+    metric = MAIN_METRIC[dataset]
+    row["bleu"] = (evaluation.get(metric) if metric in evaluation
+                   else row.get(metric.replace("_avg", ""), ""))
+    ref = lookup(dataset, row["method"], n, m) if row["label"] == row["method"] else None
+    if ref is not None:
+        row["paper_bleu"] = "diverged" if ref.bleu is None else ref.bleu
+    return row
 
 
 def fit_log(points):
@@ -184,6 +222,9 @@ def _cell(runs: Optional[List[Dict]]) -> str:
             return row["status"]
         marks = [m for m, on in (("stalled", row.get("stalled") is True),
                                  ("ignores its source", _ignores(row))) if on]
+        if row["bleu"] in ("", None):  # evaluated without the table's metric, decode gone
+            return "not scored" + (f" (sacreBLEU {row['sacrebleu']})" if row["sacrebleu"] != ""
+                                   else "")
         return f"{row['bleu']}" + (f" ({', '.join(marks)})" if marks else "")
     notes = [f"{len(runs)} seeds"]
     for status in sorted({r["status"] for r in runs} - {"ok"}):
@@ -307,17 +348,30 @@ def write_csv(path: str, rows: List[Dict]) -> None:
     write_atomically(path, buffer.getvalue())
 
 
+def _given(value) -> bool:
+    return value not in (None, "")
+
+
+def loss_measure(rows: List[Dict]) -> tuple:
+    """(column, axis label) of the loss the plots draw: the nll where every run with a loss has
+    one (runs trained since it is recorded), else the label-smoothed loss."""
+    if any(_given(r["last_valid_loss"]) for r in rows) and all(
+            _given(r.get("last_valid_nll")) for r in rows if _given(r["last_valid_loss"])):
+        return "last_valid_nll", "last validation nll (bits)"
+    return "last_valid_loss", "last validation loss (label-smoothed, bits)"
+
+
 def depth_points(rows: List[Dict], label: str) -> List[Dict]:
     """The label's cells by depth, for the plots: layers, the mean BLEU and its spread (0 with
-    one seed; None where no seed trained), the mean last validation loss, and whether any seed
-    diverged or failed."""
+    one seed; None where no seed trained), the mean last validation loss (``loss_measure``),
+    and whether any seed diverged or failed."""
+    column = loss_measure(rows)[0]
     points = []
     for (name, n, m), runs in sorted(by_cell(rows).items(), key=lambda c: c[0][1] + c[0][2]):
         if name != label:
             continue
         summary = bleu_spread(runs)
-        losses = [float(r["last_valid_loss"]) for r in runs
-                  if r["last_valid_loss"] not in (None, "")]
+        losses = [float(r[column]) for r in runs if _given(r.get(column))]
         points.append({"layers": n + m, "bleu": summary and summary[0],
                        "spread": (summary[1] or 0.0) if summary else None,
                        "loss": statistics.fmean(losses) if losses else None,
@@ -328,9 +382,11 @@ def depth_points(rows: List[Dict], label: str) -> List[Dict]:
 def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     import logging
 
+    # before matplotlib's import, which logs its set-up at DEBUG: fairseq, imported by the
+    # sweep, sets the root logger to DEBUG (diagnostics.common.pyplot)
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     import matplotlib
 
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's logging set-up is verbose
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
@@ -425,7 +481,7 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
         ax_loss.set_xlabel("layers (encoder + decoder)")
     axes[0][0].set_ylabel("BLEU (x: diverged/failed)")
     axes[0][0].set_ylim(bottom=0)
-    axes[1][0].set_ylabel("last validation loss (bits)")
+    axes[1][0].set_ylabel(loss_measure(rows)[1])
     fig.suptitle(f"{dataset}: each group of methods against depth")
     fig.tight_layout()
     save_png(fig, path)
@@ -433,6 +489,7 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
     return list(groups)
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.report",
                                      description=__doc__,
@@ -456,7 +513,7 @@ def main(argv=None) -> None:
         mark_stalled(rows, baseline, args.margin)
         print(f"source-blind baseline {baseline:.3f} bits; stalled: not below "
               f"{baseline - args.margin:.3f}", file=sys.stderr)
-    os.makedirs(args.out, exist_ok=True)
+    ensure_directory(args.out)
     write_csv(os.path.join(args.out, "results.csv"), rows)
     table = markdown(args.dataset, rows)
     write_atomically(os.path.join(args.out, "table.md"), table)

@@ -17,7 +17,11 @@ The paper's Table 1 writes "diverged" where a model could not be trained; here a
   option, a SIGKILL): a failed run is retried by the sweep, a diverged one is not;
 * **ok** otherwise.
 
-The status JSON (written atomically) also holds the last validation loss and update count.
+The status JSON (written atomically) also holds the last validation loss (``last_valid_loss``:
+the criterion's, label-smoothed with the recipes' ``label_smoothed_cross_entropy``), the last
+validation nll (``last_valid_nll``: fairseq's ``nll_loss``, the cross-entropy of the references,
+the figure docs/findings.md tables; the loss itself for a criterion that logs no ``nll_loss``)
+and the update count. The progress line shows the nll.
 """
 
 import argparse
@@ -38,9 +42,14 @@ from . import write_json
 _DIVERGED = re.compile(r"^(?:\[\w+\]:\s*)?FloatingPointError\b"
                        r"|(?:^|\| )(?:train_inner|train|valid) \|.*\bloss[= ](?:nan|inf|-inf)\b",
                        re.IGNORECASE)
+PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
+# sentences, ETA) this often
+DECODING = "decoding: "
+"""How the evaluation's progress lines start (``DecodeProgress``; the runner shows them)."""
 HEADER = "==== attempt "
 """How the runner's own lines in a training log start (never read as fairseq's output)."""
 VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
+VALID_NLL = re.compile(r"valid on '\S+' subset \|.*?\| nll_loss (\S+)")
 UPDATES = re.compile(r"num_updates[= ](\d+)")
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 
@@ -50,6 +59,14 @@ def _float(text: str) -> float:
         return float(text)
     except ValueError:
         return math.nan
+
+
+def valid_nll(line: str) -> Optional[float]:
+    """The validation nll (bits) of a fairseq valid line: its ``nll_loss``, or its ``loss``
+    where the criterion logs no nll_loss (cross_entropy, whose loss is the nll); None for any
+    other line."""
+    nll = VALID_NLL.search(line) or VALID_LOSS.search(line)
+    return _float(nll.group(1)) if nll else None
 
 
 def valid_curve(log_text: str) -> Dict[int, float]:
@@ -87,6 +104,7 @@ class DivergenceWatch:
         if self.streak >= self.patience:
             self.stopped = {
                 "status": "diverged", "num_updates": update, "last_valid_loss": value,
+                "last_valid_nll": valid_nll(line),
                 "reason": f"stopped at update {update}: validation loss >= log2(vocab) = "
                           f"{self.uniform:.2f} (no better than a uniform guess) at "
                           f"{self.patience} validations in a row after the warmup "
@@ -99,42 +117,88 @@ def minutes(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60:02d} s"
 
 
+def eta(done: float, total: float, first: Optional[tuple], now: float) -> str:
+    """", ETA ..." from the rate since ``first`` (count, time), or "" without a rate yet."""
+    if not (total and first and done > first[0]):
+        return ""
+    rate = (done - first[0]) / max(now - first[1], 1e-9)
+    return f", ETA {minutes(max(total - done, 0) / rate)}"
+
+
 class Progress:
     """Reads fairseq-train's output as it comes and makes one line of where the run is:
-    update (of ``total``; 0 when an epoch limit decides), last validation loss, elapsed time
-    and an ETA from this attempt's own rate (a resumed attempt starts at its checkpoint)."""
+    update (of ``total``; 0 when an epoch limit decides), last validation nll (``valid_nll``),
+    elapsed time and an ETA from this attempt's own rate (a resumed attempt starts at its
+    checkpoint)."""
 
     def __init__(self, total: int):
         self.total = total
         self.start = time.time()
         self.first: Optional[tuple] = None  # (update, time) of this attempt's first record
         self.update = 0
-        self.valid: Optional[tuple] = None  # (update, loss in bits)
+        self.valid: Optional[tuple] = None  # (update, nll in bits)
         self.lock = threading.Lock()
 
     def feed(self, line: str) -> None:
-        updates, loss = UPDATES.search(line), VALID_LOSS.search(line)
+        updates, nll = UPDATES.search(line), valid_nll(line)
         if not updates:
             return
         with self.lock:
             self.update = int(updates.group(1))
             if self.first is None:
                 self.first = (self.update, time.time())
-            if loss:
-                self.valid = (self.update, _float(loss.group(1)))
+            if nll is not None:
+                self.valid = (self.update, nll)
 
     def line(self) -> str:
         with self.lock:
             now, update = time.time(), self.update
             text = (f"update {update}/{self.total} ({update / self.total:.0%})" if self.total
                     else f"update {update}")
-            text += (f", validation loss {self.valid[1]:.2f} bits at update {self.valid[0]}"
+            text += (f", validation nll {self.valid[1]:.2f} bits at update {self.valid[0]}"
                      if self.valid else ", no validation yet")
-            text += f", {minutes(now - self.start)} elapsed"
-            if self.total and self.first and update > self.first[0]:
-                rate = (update - self.first[0]) / (now - self.first[1])
-                text += f", ETA {minutes(max(self.total - update, 0) / rate)}"
-            return text
+            return (text + f", {minutes(now - self.start)} elapsed"
+                    + eta(update, self.total, self.first, now))
+
+
+class DecodeProgress:
+    """Where an evaluation's decoding is, as one line in the manner of ``Progress``: sentences
+    decoded of ``total`` (every direction's test set), the direction being decoded, elapsed
+    time and an ETA from the rate since the first batch was decoded (so that reading and
+    averaging the checkpoints do not count)."""
+
+    def __init__(self, total: int, directions: int = 1):
+        self.total, self.directions = total, directions
+        self.start = time.time()
+        self.first: Optional[tuple] = None  # (sentences, time) at the first decoded batch
+        self.done = 0
+        self.direction: Optional[tuple] = None  # (number from 1, name)
+        self.lock = threading.Lock()
+
+    def begin(self, number: int, name: str) -> None:
+        with self.lock:
+            self.direction = (number, name)
+
+    def decoding(self) -> None:
+        """The first batch is being decoded: the rate counts from here."""
+        with self.lock:
+            if self.first is None:
+                self.first = (self.done, time.time())
+
+    def add(self, sentences: int) -> None:
+        """A batch of SENTENCES is decoded."""
+        with self.lock:
+            self.done += sentences
+
+    def line(self) -> str:
+        with self.lock:
+            now, done = time.time(), self.done
+            text = (f"decoded {done:,}/{self.total:,} sentences ({done / self.total:.0%})"
+                    if self.total else f"decoded {done:,} sentences")
+            if self.direction and self.directions > 1:
+                text += f", direction {self.direction[0]}/{self.directions} {self.direction[1]}"
+            return (text + f", {minutes(now - self.start)} elapsed"
+                    + eta(done, self.total, self.first, now))
 
 
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
@@ -143,9 +207,11 @@ def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 
     # fairseq's output only: the runner's header lines hold the command
     log_text = "\n".join(line for line in log_text.splitlines() if not line.startswith(HEADER))
     valid = [_float(v) for v in VALID_LOSS.findall(log_text)]
+    nll = [value for value in map(valid_nll, log_text.splitlines()) if value is not None]
     updates = [int(u) for u in UPDATES.findall(log_text)]
     last_valid: Optional[float] = valid[-1] if valid else None
-    result = {"last_valid_loss": last_valid, "num_updates": max(updates) if updates else 0}
+    result = {"last_valid_loss": last_valid, "last_valid_nll": nll[-1] if nll else None,
+              "num_updates": max(updates) if updates else 0}
     uniform = math.log2(vocab_size)
     diverged = next((line.strip() for line in log_text.splitlines()
                      if _DIVERGED.search(line)), None)

@@ -20,7 +20,6 @@ import datetime
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import sys
@@ -29,17 +28,19 @@ from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
 from ..processes import run_forwarding
+from .workers import cores
 from . import runlog, write_atomically, write_json
-from .launch import (PER_TENSOR_OPTIONS, evaluate_command, method_args, paths, plan_layout,
-                     task_args, train_command)
+from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
+                     method_args, paths, plan_layout, task_args, train_command,
+                     train_environment)
 from .settings import (PREFIX, SettingError, Settings, check_run_entry, resolve, run_label,
                        run_name)
-from ..storage.fileio import open_no_follow
-from .workdir import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error, is_ours,
-                      make_dirs)
+from ..storage.fileio import copy_file, move, open_no_follow, overwrite_in_place, remove_file
+from ..storage.directories import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error,
+                                  is_ours, make_dirs)
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
-PROGRESS_EVERY_S = 30  # a training's progress line (update, validation loss, ETA) this often
+PROGRESS_EVERY_S = runlog.PROGRESS_EVERY_S  # a training's progress line this often
 
 
 def log(cfg: Settings, step: str, message: str) -> None:
@@ -93,10 +94,9 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             updates.append((int(parts[2]), name))
     for _, name in sorted(updates, reverse=True):
         if is_readable(os.path.join(checkpoints, name)):
-            shutil.copyfile(os.path.join(checkpoints, name), last + ".tmp")
-            os.replace(last + ".tmp", last)
+            copy_file(os.path.join(checkpoints, name), last)
             return f"checkpoint_last.pt was unreadable ({cause}); replaced by {name}"
-    os.replace(last, last + ".unreadable")
+    move(last, last + ".unreadable")
     return (f"checkpoint_last.pt was unreadable ({cause}) and no readable update checkpoint "
             f"exists: moved to checkpoint_last.pt.unreadable, training starts again from "
             f"update 0")
@@ -134,6 +134,13 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         log(cfg, "train", f"{cfg['METHOD']} scales some parameters' steps, which needs the "
                           f"optimizer to step each tensor: {layout.precision} with "
                           "--fp16-no-flatten-grads (the same memory)")
+    if layout.memory_unknown:  # on stderr: stdout is the plan and the command
+        log(cfg, "train", layout.memory_unknown)
+    problem = machine_problem(cfg, layout, cores(), machine_memory_gb())
+    if problem and not dry_run:
+        raise SettingError(problem)
+    if problem:  # a dry run may plan for another machine
+        log(cfg, "train", f"on this machine a run would stop: {problem}")
     if dry_run:
         if layout.memory:
             print(layout.memory_text())
@@ -171,9 +178,7 @@ def _mark_failed(run_dir: str, reason: str) -> None:
         write_atomically(path, text)
     except OSError:
         try:
-            with open(path, "r+", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.truncate()
+            overwrite_in_place(path, text)
         except OSError:
             pass  # nothing more can be done; the error line says what happened
 
@@ -190,12 +195,13 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     train_log = os.path.join(run_dir, f"train{suffix}.log")
     meta = {"dataset": cfg.dataset, "method": cfg["METHOD"],
             "encoder_layers": cfg.int("ENC_LAYERS"), "decoder_layers": cfg.int("DEC_LAYERS"),
-            "label": cfg["RUN_LABEL"], "launcher": layout.launcher, "world_size": layout.world,
+            "label": cfg["RUN_LABEL"], "seed": cfg.int("SEED"), "launcher": layout.launcher,
+            "world_size": layout.world,
             "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
         for stale in _stale_temporaries(run_dir):
-            os.remove(stale)
+            remove_file(stale)
             log(cfg, "train", f"{name}: removed {stale}, left by an interrupted attempt")
         repaired = repair_last_checkpoint(os.path.join(run_dir, "checkpoints"))
         if repaired:
@@ -229,8 +235,8 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     done = threading.Event()
     threading.Thread(target=every_so_often, args=(done,), daemon=True).start()
     try:
-        code, signum = run_forwarding(command, env, [attempt_log, train_log], echo,
-                                      pass_fds=(lock.fd,))
+        code, signum = run_forwarding(command, train_environment(env), [attempt_log, train_log],
+                                      echo, pass_fds=(lock.fd,))
     finally:
         done.set()
     log(cfg, "train", f"{name}: {progress.line()}")
@@ -280,7 +286,9 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     open_no_follow(evaluate_log, "w").close()
 
     def echo(line):
-        if "sacreBLEU" in line:
+        if line.startswith(runlog.DECODING):  # evaluate.py's progress, as training's
+            log(cfg, "evaluate", f"{name}: {line[len(runlog.DECODING):].rstrip()}")
+        elif "sacreBLEU" in line:
             print(line.rstrip(), file=sys.stderr, flush=True)
 
     code, signum = run_forwarding(command, env, [evaluate_log], echo)

@@ -125,7 +125,9 @@ SETTINGS: Dict[str, Setting] = {
                                  "auto"),
     "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "activation checkpointing when N+M >= this"),
     "GPU_MEMORY_GB": _s("float", "memory per GPU in GB (1e9 bytes) for the memory plan "
-                                 "[torch's device properties]"),
+                                 "(activation checkpointing, ZeRO-1, MAX_TOKENS; DEVICE=cuda); "
+                                 "set it where torch sees no GPU (a dry run on a login node), "
+                                 "which otherwise gets no plan [torch's device properties]"),
     "DDP_BACKEND": _s("text", "fairseq --ddp-backend"),
     "NUM_WORKERS": _s("int", "data-loader workers per process"),
     # processes
@@ -147,6 +149,38 @@ SETTINGS: Dict[str, Setting] = {
     "DEPTHS": _s("ints", "layers per side of a sweep"),
     "RUNS": _s("text", "METHOD:ENC:DEC[:KEY=VALUE...] entries instead of METHODS x DEPTHS"),
 }
+
+GROUPS = (("what to run, where", "SIZE"), ("data", "SOURCE"), ("the run", "METHOD"),
+          ("model width", "EMBED_DIM"), ("optimisation", "LR"), ("machine", "MAX_TOKENS"),
+          ("processes", "NPROC"), ("evaluation", "BEAM"), ("sweeps", "METHODS"))
+"""The headings of ``help_text``, each with the first setting under it (SETTINGS' order)."""
+
+
+def help_text(width: int = 100) -> str:
+    """Every setting, from the declarations above: the list the recipes' ``--help`` prints
+    (``python -m deepnet_fairseq.recipes --help``, ``bash scripts/DATASET/STEP.sh --help``), so
+    that a setting is documented where it is declared."""
+    import textwrap
+
+    names = list(SETTINGS)
+    starts = {first: heading for heading, first in GROUPS}
+    shown = {name: (PREFIX if SETTINGS[name].prefix_only else "") + name for name in names}
+    column = max(map(len, shown.values())) + 2
+    lines = textwrap.wrap(f"Settings ({PREFIX}<NAME> or <NAME> in the environment; [default]; "
+                          "the presets' values: --dry-run, docs/presets.md):", width)
+    for name in names:
+        if name in starts:
+            lines.append(f" {starts[name]}:")
+        setting = SETTINGS[name]
+        text = setting.help
+        if "|" in setting.kind:  # the choices, unless the help names them
+            text += "" if setting.kind in text else f" ({setting.kind})"
+        if setting.default is not None:
+            text += f" [{setting.default}]"
+        lines.extend(textwrap.wrap(text, width, initial_indent=f"   {shown[name]:<{column}}",
+                                   subsequent_indent=" " * (3 + column)))
+    return "\n".join(lines)
+
 
 # Common variables of shells, schedulers and torch that sit close to a setting's name.
 NOT_SETTINGS = {"LANG", "LANGUAGE", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
@@ -534,3 +568,10 @@ def run_label(method: str, overrides=()) -> str:
     where the report gives their mean and spread)."""
     variant = [kv for kv in overrides if kv.partition("=")[0] != "SEED"]
     return method + (f" ({' '.join(variant)})" if variant else "")
+
+
+if __name__ == "__main__":  # the list of settings, for the shell scripts' --help
+    try:
+        print(help_text(), flush=True)
+    except BrokenPipeError:  # --help | head: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)

@@ -8,13 +8,13 @@ the step's temporaries are removed, workers ignore Ctrl-C (the parent stops them
 parent-death signal ends a worker whose parent was killed outright, so none is left behind.
 """
 
-import ctypes
 import multiprocessing
 import os
 import signal
 from typing import Callable, Optional, Sequence
 
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+from ..processes import die_with_parent
+
 
 
 def cores() -> int:
@@ -29,12 +29,7 @@ def _start_worker(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     for signum in (signal.SIGTERM, signal.SIGHUP):  # not the parent's Interrupted handler
         signal.signal(signum, signal.SIG_DFL)
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
+    die_with_parent(parent)
 
 
 def run_all(function: Callable, tasks: Sequence[tuple], workers: int,

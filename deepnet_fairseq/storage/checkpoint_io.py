@@ -11,25 +11,14 @@ whose message is one line, ``cannot read PATH: CAUSE``, for the CLIs to print as
 ``read_fairseq_checkpoint`` adds what fairseq's ``load_checkpoint_to_cpu`` does after its own
 (unrestricted) ``torch.load``: the OmegaConf config, the option overrides, the format upgrade.
 
-**Writing.** ``save_checkpoint`` writes through a temporary beside the output, renamed into
-place, and removes the temporary when anything fails. Its name, ``.tmp-OUTPUT.PID.XXXXXXXX``,
-says which output and which process it belongs to, so a later run removes the temporaries of
-the same output whose process is gone (a run killed by SIGKILL cannot clean up) and nothing
-else; ``.tmp-*`` is also what the recipes' ``atomic_open`` and the runner's clean-up use.
-``signals_raise`` turns SIGTERM / SIGHUP / SIGINT into ``SystemExit(128 + signal)`` while a CLI
-works, so that ``finally`` blocks (and ``save_checkpoint``'s clean-up) run on a scheduler's
-kill or Ctrl-C, which would otherwise end the process on the spot (SIGTERM's default).
+**Writing** goes through the file layer (``fileio.py``: temporaries named for their output and
+process, removed on failure, on signals inside ``signals_raise`` and by the next writer).
 ``output_problem`` is the CLIs' check that an output cannot destroy an input.
 """
 
-import contextlib
 import os
 import pickle
 import re
-import shutil
-import signal
-import tempfile
-import threading
 import zipfile
 from typing import Iterable, Optional
 
@@ -147,25 +136,6 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
                                     f"{_one_line(err)})") from err
 
 
-@contextlib.contextmanager
-def directory_published(output_dir: str, kind: str):
-    """A new, empty directory beside ``output_dir`` to build an output in; when the block ends
-    without an error it becomes ``output_dir`` at once (one rename; an existing one, which the
-    caller allowed, is replaced), else it is removed. Stale ones of killed runs are removed
-    first (``remove_stale_temporaries``)."""
-    parent = os.path.dirname(os.path.abspath(output_dir))
-    os.makedirs(parent, exist_ok=True)
-    remove_stale_temporaries(output_dir, kind)
-    with tempfile.TemporaryDirectory(dir=parent,
-                                     prefix=temporary_prefix(output_dir, kind)) as tmp:
-        built = os.path.join(tmp, "built")
-        os.makedirs(built)
-        yield built
-        if os.path.lexists(output_dir):  # moved into tmp: removed with it
-            os.rename(output_dir, os.path.join(tmp, "replaced"))
-        os.rename(built, output_dir)
-
-
 class ExportError(ValueError):
     """A checkpoint or option deepnet-export (``export``, ``hf_export``) cannot handle; the
     message says what to do."""
@@ -214,83 +184,7 @@ class _TorchLoadingWeightsOnly:
         return getattr(torch, name)
 
 
-# ---- writing ----------------------------------------------------------------------------------
-
-def _temporary_pattern(output: str, kind: str) -> "re.Pattern":
-    return re.compile(rf"^\.tmp-{re.escape(kind + os.path.basename(output))}\.(\d+)\.[^.]+$")
-
-
-def temporary_prefix(output: str, kind: str = "") -> str:
-    """The name prefix of this process's temporaries for ``output`` (``kind`` tells apart
-    temporaries of another sort, e.g. ``ctranslate2-`` for a converted directory)."""
-    return f".tmp-{kind}{os.path.basename(output)}.{os.getpid()}."
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def remove_stale_temporaries(output: str, kind: str = "") -> list:
-    """Remove the temporaries for ``output`` left by processes that no longer run (killed
-    before they could clean up); returns their paths."""
-    directory = os.path.dirname(os.path.abspath(output))
-    pattern, removed = _temporary_pattern(output, kind), []
-    for name in os.listdir(directory) if os.path.isdir(directory) else ():
-        match = pattern.match(name)
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
-            path = os.path.join(directory, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.remove(path)
-            removed.append(path)
-    return removed
-
-
-def save_checkpoint(state: dict, output: str) -> None:
-    """torch.save ``state`` to ``output`` through a temporary renamed into place (readable as
-    the umask says); the temporary is removed if anything fails."""
-    directory = os.path.dirname(os.path.abspath(output))
-    os.makedirs(directory, exist_ok=True)
-    remove_stale_temporaries(output)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(output))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
-        with os.fdopen(handle, "wb") as out:
-            torch.save(state, out)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-@contextlib.contextmanager
-def signals_raise(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
-    """Within the block, these signals raise ``SystemExit(128 + signal)`` (the shell's status
-    for a process killed by it), so ``finally`` blocks run. Main thread only (Python's rule for
-    signal handlers); elsewhere the block runs unchanged."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum, frame):
-        raise SystemExit(128 + signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
+# ---- the outputs of the CLIs --------------------------------------------------------------------
 
 def output_problem(output: str, inputs: Iterable[str], force: bool,
                    option: str = "--output", directory: bool = False) -> Optional[str]:

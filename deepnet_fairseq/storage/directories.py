@@ -1,13 +1,17 @@
-"""Directories the recipes create, and the only ones they delete.
+"""Directories the recipes create, the only ones they delete, and their locks (the file
+layer's half for directories; ``fileio.py`` is the half for files).
 
 Each directory a recipe creates gets a marker file (``MARKER``) at creation. Deleting or
 replacing a directory is refused unless it holds that marker, so a mistyped ``DEEPNET_WORK``
-(``$HOME``, a shared data folder) can never lose data the recipes did not write.
+(``$HOME``, a shared data folder) can never lose data the recipes did not write. A directory
+handed to fairseq (checkpoints, results) is made and marked here first.
 """
 
 import contextlib
 import os
 import shutil
+
+from .fileio import create_new, describe_os_error  # noqa: F401  (the recipes' one import)
 
 MARKER = ".deepnet-recipes"
 
@@ -28,7 +32,7 @@ def make_dirs(path: str) -> str:
             os.mkdir(directory)
         except FileExistsError:
             continue  # another process (another node) created it first: it marks it
-        with open(os.path.join(directory, MARKER), "w", encoding="utf-8") as out:
+        with create_new(os.path.join(directory, MARKER)) as out:
             out.write("created by the deepnet_fairseq recipes; they may delete this directory\n")
     return path
 
@@ -66,11 +70,19 @@ def building(path: str):
         raise
 
 
-def publish(tmp: str, path: str) -> None:
-    """Replace PATH (if the recipes made it) by the finished TMP, then mark PATH done."""
+def replace_tree(tmp: str, path: str) -> None:
+    """Replace PATH (if the recipes made it; refused otherwise) by the finished TMP, one of
+    theirs (its marker goes with it)."""
+    if not is_ours(tmp):
+        raise NotOurs(f"refusing to move {tmp}: the recipes did not create it (no {MARKER})")
     remove_tree(path)
     os.replace(tmp, path)
-    open(os.path.join(path, ".done"), "w").close()
+
+
+def publish(tmp: str, path: str) -> None:
+    """``replace_tree``, then mark PATH done."""
+    replace_tree(tmp, path)
+    create_new(os.path.join(path, ".done")).close()
 
 
 LOCK = ".lock"
@@ -89,8 +101,10 @@ class RunLock:
     (``pass_fds``), so the lock is held while an orphaned trainer still writes checkpoints.
     """
 
-    def __init__(self, directory: str, name: str = LOCK):
+    def __init__(self, directory: str, name: str = LOCK, rule: str = "one trainer per run "
+                                                                          "directory"):
         self.path = os.path.join(directory, name)
+        self.rule = rule  # what the lock enforces, for the message of a second launch
         self.fd = -1
 
     def __enter__(self) -> "RunLock":
@@ -105,8 +119,8 @@ class RunLock:
         except BlockingIOError:
             holder = os.read(fd, 300).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
-            raise Busy(f"{os.path.dirname(self.path)} is in use by {holder}: one trainer per run "
-                       "directory. Wait for it to finish, or stop it, then launch again") from None
+            raise Busy(f"{os.path.dirname(self.path)} is in use by {holder}: {self.rule}. Wait "
+                       "for it to finish, or stop it, then launch again") from None
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}\n".encode())
@@ -116,16 +130,3 @@ class RunLock:
     def __exit__(self, *exc) -> None:
         os.close(self.fd)  # the kernel drops the lock with the last descriptor
         self.fd = -1
-
-
-def describe_os_error(err: OSError) -> str:
-    """An OSError as one line: the path, the cause and what to do (no traceback)."""
-    import errno
-
-    advice = {errno.ENOSPC: "free some space and launch again: it resumes",
-              errno.EDQUOT: "free some space and launch again: it resumes",
-              errno.EROFS: "choose a writable directory (DEEPNET_WORK)",
-              errno.EACCES: "choose a directory you may write to (DEEPNET_WORK), or fix its "
-                            "permissions"}.get(err.errno, "")
-    path = err.filename if err.filename is not None else "(no path)"
-    return f"{path}: {err.strerror or err}" + (f"; {advice}" if advice else "")

@@ -1,13 +1,32 @@
-"""Files written whole or not at all: a temporary beside the target, renamed when complete.
-Shared by the tools, the diagnostics and the recipes (the plugin's I/O layer: it imports
-nothing of the plugin)."""
+"""The plugin's file layer: every file the package writes, replaces or deletes goes through
+this module or ``storage/directories.py`` (``tests/unit/test_file_layer.py`` reads the sources
+and fails on a direct write anywhere else). What it guarantees:
 
+- an output is never one of the command's inputs (``check_output``, by device and inode);
+- a file appears whole or not at all (``atomic_open`` and what is built on it: a temporary
+  beside the target, renamed into place), and a directory at once (``directory_published``);
+- a temporary is named for its output and process (``.tmp-[KIND]NAME.PID.XXXX``) and removed
+  when its block fails, on SIGTERM / SIGHUP / SIGINT inside ``signals_raise``, and by the next
+  writer of the same output once its process is gone (SIGKILL leaves no chance to clean up);
+- a link is never written through: logs are opened with ``O_NOFOLLOW`` (``open_no_follow``),
+  a new file only ever created (``create_new``), a rename replaces a link, not its target;
+- an OSError of the disk (full, read-only, not permitted) is one line naming the path
+  (``describe_os_error``; ``one_line_os_errors`` for the console scripts).
+
+It imports nothing of the plugin (torch only inside ``save_torch``).
+"""
 
 import contextlib
 import errno
+import functools
 import json
 import os
+import re
+import shutil
+import signal
+import sys
 import tempfile
+import threading
 
 
 class OutputIsInput(ValueError):
@@ -23,6 +42,131 @@ def check_output(path: str, inputs=()) -> None:
         if given and os.path.exists(given) and os.path.samefile(path, given):
             raise OutputIsInput(f"{path} is the input {given}: refusing to write over it; "
                                 f"choose another output")
+
+
+# ---- temporaries: one output's, one process's ---------------------------------------------
+
+def temporary_prefix(output: str, kind: str = "") -> str:
+    """The name prefix of this process's temporaries for ``output`` (``kind`` tells apart
+    temporaries of another sort, e.g. ``ctranslate2-`` for a converted directory)."""
+    return f".tmp-{kind}{os.path.basename(output)}.{os.getpid()}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_temporaries(output: str, kind: str = "") -> list:
+    """Remove the temporaries for ``output`` left by processes that no longer run (killed
+    before they could clean up); returns their paths. Nothing else matches the pattern."""
+    directory = os.path.dirname(os.path.abspath(output))
+    pattern = re.compile(rf"^\.tmp-{re.escape(kind + os.path.basename(output))}\.(\d+)\.[^.]+$")
+    removed = []
+    for name in os.listdir(directory) if os.path.isdir(directory) else ():
+        match = pattern.match(name)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            path = os.path.join(directory, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
+            removed.append(path)
+    return removed
+
+
+def _readable_as_umask_says(path: str) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)  # mkstemp makes 0600; outputs are for whoever may read
+
+
+# ---- files written whole or not at all ----------------------------------------------------
+
+@contextlib.contextmanager
+def atomic_open(path: str, mode: str = "w", inputs=()):
+    """Open a temporary file beside ``path``; rename it to ``path`` only if the block succeeds.
+    ``inputs``: the files the command reads, which ``path`` may not be (``check_output``). The
+    rename replaces a link at ``path`` itself, never the file it points to."""
+    check_output(path, inputs)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        remove_stale_temporaries(path)
+        handle, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(path))
+        _readable_as_umask_says(tmp)
+        with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+            yield out
+        os.replace(tmp, path)
+    except OSError as err:
+        if err.filename is None and err.errno is not None:  # a write (a full disk): name the file
+            raise OSError(err.errno, err.strerror, path) from err
+        raise
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_atomically(path: str, text: str, inputs=()) -> None:
+    with atomic_open(path, inputs=inputs) as out:
+        out.write(text)
+
+
+class RecordError(ValueError):
+    """A JSON record (status.json, config.json, eval.json) that cannot be read as one."""
+
+
+def read_json(path: str):
+    """The JSON object at ``path``; None if there is no file. A file that is not a JSON object
+    (truncated, edited, another program's) is a ``RecordError`` naming it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise RecordError(f"{path}: unreadable record ({error}); re-run or remove that run")
+    if not isinstance(data, dict):
+        raise RecordError(f"{path}: not a record (a JSON {type(data).__name__}, not an object); "
+                          f"re-run or remove that run")
+    return data
+
+
+def write_json(path: str, data, inputs=()) -> None:
+    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n", inputs)
+
+
+def save_png(figure, path: str, inputs=()) -> None:
+    """Save a matplotlib ``figure`` as PNG at ``path`` through a temporary file and a rename."""
+    with atomic_open(path, "wb", inputs=inputs) as out:
+        figure.savefig(out, format="png", dpi=120, bbox_inches="tight")
+
+
+def save_torch(state, path: str, inputs=()) -> None:
+    """``torch.save(state)`` to ``path``, whole or not at all."""
+    import torch
+
+    with atomic_open(path, "wb", inputs=inputs) as out:
+        torch.save(state, out)
+
+
+def copy_file(source: str, path: str) -> None:
+    """A copy of ``source`` at ``path``, whole or not at all (never ``source`` itself)."""
+    with open(source, "rb") as src, atomic_open(path, "wb", inputs=(source,)) as out:
+        shutil.copyfileobj(src, out)
+
+
+def create_new(path: str, mode: str = "w"):
+    """Open ``path`` for writing only if nothing is there yet (no file, no link): a file of the
+    directory being built, which no one else may have put there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
 _NO_FOLLOW = {"a": os.O_WRONLY | os.O_APPEND | os.O_CREAT, "w": os.O_WRONLY | os.O_TRUNC | os.O_CREAT}
@@ -44,37 +188,132 @@ def open_no_follow(path: str, mode: str = "a"):
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
+def overwrite_in_place(path: str, text: str) -> None:
+    """Write ``text`` over the file ``path`` itself (no temporary; never through a link): the
+    last resort on a full disk, where a file of a few hundred bytes still fits in the blocks it
+    already has."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.truncate()
+
+
+def append_copy(source: str, path: str) -> None:
+    """Append the bytes of ``source`` to ``path`` (a log gathering the logs of several runs;
+    never through a link)."""
+    with open(source, "rb") as src, open_no_follow(path, "ab") as out:
+        shutil.copyfileobj(src, out)
+
+
+def extract_tar(archive: str, directory: str) -> None:
+    """Unpack the gzipped tar ``archive`` into ``directory`` (one being built): members that
+    would land outside it (absolute paths, .., links out) are refused by tarfile's data
+    filter (``tarfile.FilterError``)."""
+    import tarfile
+
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(directory, filter="data")
+
+
+def move(source: str, path: str) -> None:
+    """Rename ``source`` to ``path`` in one step (a link at ``path`` is replaced, not followed):
+    what a finished temporary, or a file set aside, becomes."""
+    os.replace(source, path)
+
+
+def remove_file(path: str) -> None:
+    """Delete the file (or link) ``path`` if it is there; a directory is refused (directories
+    are removed only as the recipes' own, ``directories.remove_tree``)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise IsADirectoryError(errno.EISDIR, "a directory, not removed as a file", path)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def ensure_directory(path: str) -> str:
+    """``path`` as a directory, made with its parents if missing (a user's output directory:
+    nothing in it is deleted, files are added through ``atomic_open``)."""
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+# ---- directories built whole --------------------------------------------------------------
+
 @contextlib.contextmanager
-def atomic_open(path: str, mode: str = "w", inputs=()):
-    """Open a temporary file beside ``path``; rename it to ``path`` only if the block succeeds.
-    ``inputs``: the files the command reads, which ``path`` may not be (``check_output``). The
-    rename replaces a link at ``path`` itself, never the file it points to."""
-    check_output(path, inputs)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; results are for everyone who may read
+def directory_published(output_dir: str, kind: str):
+    """A new, empty directory beside ``output_dir`` to build an output in; when the block ends
+    without an error it becomes ``output_dir`` at once (one rename; an existing one, which the
+    caller allowed, is replaced), else it is removed. Stale ones of killed runs are removed
+    first (``remove_stale_temporaries``)."""
+    parent = os.path.dirname(os.path.abspath(output_dir))
+    os.makedirs(parent, exist_ok=True)
+    remove_stale_temporaries(output_dir, kind)
+    with tempfile.TemporaryDirectory(dir=parent,
+                                     prefix=temporary_prefix(output_dir, kind)) as tmp:
+        built = os.path.join(tmp, "built")
+        os.makedirs(built)
+        yield built
+        if os.path.lexists(output_dir):  # moved into tmp: removed with it
+            os.rename(output_dir, os.path.join(tmp, "replaced"))
+        os.rename(built, output_dir)
+
+
+@contextlib.contextmanager
+def scratch_directory():
+    """A private temporary directory for intermediate files, removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="deepnet-") as tmp:
+        yield tmp
+
+
+# ---- signals and errors -------------------------------------------------------------------
+
+@contextlib.contextmanager
+def signals_raise(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
+    """Within the block, these signals raise ``SystemExit(128 + signal)`` (the shell's status
+    for a process killed by it), so ``finally`` blocks -- the temporaries' clean-up -- run.
+    Main thread only (Python's rule for signal handlers); elsewhere the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
-        with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
-            yield out
-        os.replace(tmp, path)
+        yield
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
-def write_atomically(path: str, text: str, inputs=()) -> None:
-    with atomic_open(path, inputs=inputs) as out:
-        out.write(text)
+# the errors of the disk rather than of the program, with what to do about them
+DISK_ERRORS = {errno.ENOSPC: "free some space and run again (runs resume)",
+               errno.EDQUOT: "free some space and run again (runs resume)",
+               errno.EROFS: "choose a writable location (DEEPNET_WORK for the recipes)",
+               errno.EACCES: "choose a location you may write to (DEEPNET_WORK for the "
+                             "recipes), or fix its permissions",
+               errno.EPERM: "choose a location you may write to, or fix its permissions"}
 
 
-def save_png(figure, path: str, inputs=()) -> None:
-    """Save a matplotlib ``figure`` as PNG at ``path`` through a temporary file and a rename."""
-    with atomic_open(path, "wb", inputs=inputs) as out:
-        figure.savefig(out, format="png", dpi=120, bbox_inches="tight")
+def describe_os_error(err: OSError) -> str:
+    """An OSError as one line: the path, the cause and what to do (no traceback)."""
+    path = err.filename if err.filename is not None else "(path unknown)"
+    advice = DISK_ERRORS.get(err.errno, "")
+    return f"{path}: {err.strerror or err}" + (f"; {advice}" if advice else "")
 
 
-def write_json(path: str, data) -> None:
-    write_atomically(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+def one_line_os_errors(main):
+    """A console script's ``main`` whose disk errors (``DISK_ERRORS``) end in one line naming
+    the path, status 1, instead of a traceback."""
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except OSError as err:
+            if err.errno not in DISK_ERRORS:
+                raise
+            print(f"error: {describe_os_error(err)}", file=sys.stderr)
+            raise SystemExit(1) from None
+    wrapped.disk_errors_in_one_line = True  # what tests/unit/test_file_layer.py looks for
+    return wrapped

@@ -8,7 +8,7 @@
 #   SIZE=smoke DEVICE=cpu LAYERS=2 bash scripts/opus100/train.sh
 #
 # Hardware: 8 x 80 GB GPUs per node; the 500L-500L model wants several nodes. Time (estimated,
-# not measured; docs/running.md table; 4 epochs of ~55M pairs, 8 x A100-80GB): 12L ~3 h, 48L ~9 h,
+# not measured; docs/reproducing.md table; 4 epochs of ~55M pairs, 8 x A100-80GB): 12L ~3 h, 48L ~9 h,
 # 200L ~2 days, 1000L ~2 weeks on one node (roughly divided by the node count).
 # Resumes from checkpoint_last.pt when restarted. Exit status 0 ok, 3 diverged, 1 failed.
 #

@@ -11,9 +11,9 @@
 #   sbatch --nodes 4 --gpus-per-node 8 --wrap "bash scripts/wmt17/train.sh"  # srun, 32 GPUs
 #
 # Hardware: 8 x 80 GB GPUs (fewer work: --update-freq keeps the 524,288-token batch). Time
-# (estimated, not measured): 4 x the figures of docs/running.md's table, which are for 131,072 tokens per
-# update: 6L-6L ~1 day, 18L-18L ~2.5 days, 50L-50L ~7 days, 100L-100L ~18 days for 100k
-# updates on 8 x A100-80GB. Smoke size: ~15 s on 2 CPU cores.
+# (estimated, not measured; docs/reproducing.md's table, from about 80k tokens/s per GPU at
+# 6L-6L, falling in proportion to depth): 6L-6L ~23 h, 18L-18L ~2.8 days, 50L-50L ~8 days,
+# 100L-100L ~16 days for 100k updates on 8 x A100-80GB. Smoke size: ~15 s on 2 CPU cores.
 # Restarting resumes from checkpoint_last.pt; a finished run (ok or diverged) is not retrained.
 # Logs: $DEEPNET_WORK/runs/<run>/train.log grows while training runs (every attempt, each
 # after a header; attempts/attempt-N.log one each); config.json, command.sh, status.json.

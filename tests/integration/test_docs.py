@@ -18,6 +18,11 @@ from support import REPO
 
 DOCS = ["README.md"] + sorted(
     os.path.join("docs", f) for f in os.listdir(os.path.join(REPO, "docs")) if f.endswith(".md"))
+# Prose: the README, the docs and the notes of committed results (results/README.md generated)
+PROSE = DOCS + sorted(
+    os.path.relpath(os.path.join(root, name), REPO)
+    for root, _, names in os.walk(os.path.join(REPO, "results")) for name in names
+    if name == "README.md")
 
 # Inline `code` in prose that starts like this is a command too (tables of launch commands).
 PROGRAMS = ("bash ", "fairseq-", "python ", "deepnet-", "sbatch ", "torchrun ", "srun ", "pip ",
@@ -51,7 +56,8 @@ ALL = sorted({(path, command) for path in DOCS for command in doc_commands(path)
 # Commands run here: recipe scripts as --dry-run (what they would do, resolved on this
 # machine), the method registry, console scripts' --help.
 RECIPE = re.compile(r"^((?:[A-Z][A-Z0-9_]*=(?:\"[^\"]*\"|\S+)\s+)*)"  # settings, quoted or not
-                    r"bash (scripts/(?:wmt17|opus100|iwslt14)/(?:prepare|train|evaluate|sweep)\.sh)$")
+                    r"bash (scripts/(?:wmt17|opus100|iwslt14)/(?:prepare|train|evaluate|sweep)\.sh)"
+                    r"(?: --dry-run)?$")  # shown as a dry run, or run as one
 RUN_AS_IS = re.compile(r"^(python -m deepnet_fairseq\.methods( --markdown| \w+ \d+ \d+)?|"
                        r"deepnet-model-options --arch \w+|bash benchmarks/gpu_check\.sh --help|"
                        r"deepnet-user-dir)$")
@@ -202,6 +208,29 @@ def test_docs_command_runs(command, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+def test_the_memory_plan_of_the_1000_layer_model_shows_on_a_machine_without_a_gpu(tmp_path):
+    """docs/reproducing.md's dry run: with GPU_MEMORY_GB the plan is made without a GPU, and it
+    is the one the page states (activation checkpointing + ZeRO-1, 55.8 of 72.0 GB)."""
+    (command,) = {part for path, line in ALL if path == os.path.join("docs", "reproducing.md")
+                  for part in _parts(line) if "GPU_MEMORY_GB=" in part}
+    match = RECIPE.fullmatch(command)
+    env = dict(os.environ, DEEPNET_WORK=str(tmp_path / "work"))
+    env.update(assignment.split("=", 1) for assignment in shlex.split(match.group(1)))
+    proc = subprocess.run(["bash", match.group(2), "--dry-run"], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert "choice: activation checkpointing + ZeRO-1" in out and "est. 55.8 of 72.0 GB" in out
+
+
+def test_the_readme_lists_every_docs_page():
+    """The README's Documentation table has a line for each page of docs/ and the results."""
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        table = f.read().split("## Documentation\n")[1].split("\n## ")[0]
+    listed = set(re.findall(r"^\| \[[^]]+\]\(([^)#]+)\)", table, re.M))
+    assert listed == set(DOCS[1:]) | {"results/README.md"}
+
+
 def test_methods_table_in_the_docs_is_generated_from_the_declarations():
     with open(os.path.join(REPO, "docs", "methods.md"), encoding="utf-8") as f:
         text = f.read()
@@ -240,7 +269,7 @@ def test_every_test_the_project_names_exists():
     assert not missing, "tests named that do not exist:\n" + "\n".join(missing)
 
 
-@pytest.mark.parametrize("path", DOCS)
+@pytest.mark.parametrize("path", PROSE)
 def test_relative_links_resolve(path):
     with open(os.path.join(REPO, path), encoding="utf-8") as f:
         text = f.read()
@@ -309,13 +338,6 @@ def prose_paragraphs(text):
         previous_blank = not stripped
     close()
     return [tuple(entry) for entry in found]
-
-
-# Hand-written prose: the README, the docs and the notes of committed results
-PROSE = DOCS + sorted(
-    os.path.relpath(os.path.join(root, name), REPO)
-    for root, _, names in os.walk(os.path.join(REPO, "results")) for name in names
-    if name == "README.md")
 
 
 @pytest.mark.parametrize("path", PROSE)

@@ -71,7 +71,7 @@ def test_dry_run_prints_settings_and_command_and_runs_nothing(tmp_path):
     assert "TOKENS_PER_UPDATE" in proc.stderr and "(dataset wmt17 [admin-torch])" in proc.stderr
     assert "2 GPU(s) per node: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
     command = proc.stdout.strip()
-    assert command.startswith("torchrun --standalone --nproc_per_node 2 -m fairseq_cli.train ")
+    assert command.startswith("torchrun --standalone --nproc_per_node 2 -m deepnet_fairseq.fairseq_train_compat ")
     assert "--update-freq 64 " in command and "--encoder-layers 18 " in command
     assert not os.path.exists(tmp_path / "w")  # nothing created
     proc = bash(os.path.join(REPO, "scripts", "wmt17", "prepare.sh"),

@@ -10,7 +10,7 @@ import threading
 import time
 
 from deepnet_fairseq import processes
-from deepnet_fairseq.recipes import workdir
+from deepnet_fairseq.storage import directories as workdir
 from support import PY, REPO, process_alive
 
 
@@ -18,7 +18,7 @@ def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
     """The trainer inherits the lock: while an orphaned trainer runs, no second one starts."""
     run_dir = workdir.make_dirs(str(tmp_path / "run"))
     child = ("import sys, time; from deepnet_fairseq import processes\n"
-             "from deepnet_fairseq.recipes import workdir\n"
+             "from deepnet_fairseq.storage import directories as workdir\n"
              "with workdir.RunLock(sys.argv[1]) as lock:\n"
              "    processes.run_forwarding(['sleep', '30'], {}, pass_fds=(lock.fd,))\n")
     proc = subprocess.Popen([sys.executable, "-c", child, run_dir])

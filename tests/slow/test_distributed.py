@@ -320,3 +320,66 @@ def test_zero1_steps_with_depth_transfer_are_those_without_sharding(zero_ln_lr, 
         assert step.abs().max() > 0, name
         torch.testing.assert_close(step, replicated[0][stepped][name], rtol=1e-5, atol=1e-7,
                                    msg=name)
+
+
+# --- a killed torchrun -----------------------------------------------------------------------
+
+def _children(pid: int):
+    """The pids whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
+def test_workers_die_with_a_killed_torchrun(toy_data):
+    """SIGKILL of torchrun alone, which can pass nothing on: its two training workers (the
+    recipes' torchrun command, deepnet_fairseq.fairseq_train_compat) end within seconds instead
+    of training on as orphans."""
+    import signal
+    import time
+
+    path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
+         "127.0.0.1", "--master_port", str(free_port()), "-m",
+         "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES, "--arch",
+         "deepnet_transformer_tiny", "--max-update", "1000000", "--no-save"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
+    workers = []
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and len(workers) < 2:
+            time.sleep(1)
+            workers = [pid for pid in _children(proc.pid) if _running(pid)]
+        assert len(workers) == 2, "torchrun did not start its 2 workers"
+        time.sleep(10)  # past start-up: the workers import fairseq and train
+        assert all(map(_running, workers))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.time() + 30
+        while time.time() < deadline and any(map(_running, workers)):
+            time.sleep(0.5)
+        assert not any(map(_running, workers)), "torchrun's workers outlived it"
+    finally:
+        for pid in [proc.pid, *workers]:  # whatever the outcome, nothing left behind
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

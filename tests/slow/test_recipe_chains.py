@@ -109,7 +109,7 @@ def test_an_evaluation_stopped_while_decoding_resumes_and_records_what_it_evalua
     import fairseq_cli.generate
 
     from deepnet_fairseq.recipes import evaluate
-    from deepnet_fairseq.recipes.workdir import RunLock
+    from deepnet_fairseq.storage.directories import RunLock
 
     run = wmt17 / "runs" / "deepnet-1L-1L"
     argv = json.load(open(run / "evaluate.config.json"))["command"][3:]

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from deepnet_fairseq import average_checkpoints as avg
+from deepnet_fairseq.storage.fileio import save_torch
 from support import REPO
 
 
@@ -57,7 +58,7 @@ def test_mean_by_hand_newest_counters_and_dtypes(three):
 
 def test_output_is_model_only_and_fairseq_loads_it(three, tmp_path):
     out = tmp_path / "avg.pt"
-    avg.save_atomically(avg.average(three), str(out))
+    save_torch(avg.average(three), str(out))
     state = torch.load(out, weights_only=True)
     assert sorted(state) == ["args", "cfg", "extra_state", "model", "optimizer_history",
                              "task_state"]
@@ -145,7 +146,7 @@ def test_output_is_written_atomically_and_readable_per_umask(three, tmp_path, mo
     out = tmp_path / "out" / "avg.pt"
     umask = os.umask(0o022)
     try:
-        avg.save_atomically(avg.average(three), str(out))
+        save_torch(avg.average(three), str(out))
     finally:
         os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o644
@@ -155,7 +156,7 @@ def test_output_is_written_atomically_and_readable_per_umask(three, tmp_path, mo
 
     monkeypatch.setattr(torch, "save", broken_save)
     with pytest.raises(OSError, match="disk full"):
-        avg.save_atomically({}, str(tmp_path / "out" / "second.pt"))
+        save_torch({}, str(tmp_path / "out" / "second.pt"))
     assert os.listdir(tmp_path / "out") == ["avg.pt"]  # no partial file, no temporary left
 
 

@@ -52,3 +52,10 @@ def test_cli_errors(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as stop:
         main([a.replace("{empty}", str(empty)) for a in argv])
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_quickstart_counts_its_distinct_translations_in_words():
+    from deepnet_fairseq.recipes.quickstart import distinct_translations
+
+    assert distinct_translations(1) == "1 distinct translation"  # the smoke model's count
+    assert distinct_translations(973) == "973 distinct translations"

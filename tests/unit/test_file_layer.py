@@ -2,6 +2,8 @@
 of the command's inputs is refused by every tool that writes one, before anything is read;
 a symbolic link planted in a run directory is never written through."""
 
+import ast
+import os
 import subprocess
 import sys
 
@@ -53,7 +55,7 @@ def test_every_tool_refuses_to_write_over_its_input(tmp_path, tool):
 def test_a_link_in_a_run_directory_is_not_written_through(tmp_path):
     """train.log, evaluate.log and .lock are opened without following a link: a planted link
     is an error naming it, and the file it points to is untouched."""
-    from deepnet_fairseq.recipes.workdir import RunLock
+    from deepnet_fairseq.storage.directories import RunLock
 
     outside = tmp_path / "outside.txt"
     outside.write_text("keep")
@@ -80,3 +82,149 @@ def test_an_atomic_output_replaces_a_link_not_its_target(tmp_path):
     assert not link.is_symlink() and link.read_text() == "new" and outside.read_text() == "keep"
     with pytest.raises(fileio.OutputIsInput):
         fileio.write_atomically(str(outside), "x", inputs=[str(tmp_path / "." / "outside.txt")])
+
+
+# ---- no module outside the file layer writes a file --------------------------------------------
+
+FILE_LAYER = {"storage/fileio.py", "storage/directories.py"}
+# module -> functions that write, replace or delete a file or directory
+WRITERS = {
+    "os": {"replace", "rename", "renames", "remove", "unlink", "rmdir", "removedirs", "makedirs",
+           "mkdir", "open", "truncate", "ftruncate", "symlink", "link", "chmod", "chown",
+           "utime", "mkfifo"},
+    "shutil": {"rmtree", "move", "copy", "copy2", "copyfile", "copytree", "copymode",
+               "copystat"},
+    "tempfile": {"mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryDirectory",
+                 "TemporaryFile", "SpooledTemporaryFile"},
+    "torch": {"save"},
+    "numpy": {"save", "savez", "savez_compressed", "savetxt"},
+    "np": {"save", "savez", "savez_compressed", "savetxt"},
+}
+OPENERS = {"gzip", "bz2", "lzma", "io", "codecs", "tarfile", "zipfile"}  # .open(path, mode)
+# methods that write whatever object they are called on (pathlib, matplotlib, tarfile)
+WRITING_METHODS = {"write_text", "write_bytes", "touch", "unlink", "rmdir", "mkdir", "savefig",
+                   "extractall", "extract", "symlink_to", "hardlink_to"}
+
+
+def _writes_by_mode(call) -> bool:
+    """open(path, mode) / X.open(path, mode): writes unless the mode is a literal without w/a/x/+."""
+    mode = call.args[1] if len(call.args) > 1 else next(
+        (k.value for k in call.keywords if k.arg == "mode"), None)
+    if mode is None:
+        return False  # the default mode reads
+    return not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                and not set(mode.value) & set("wax+"))
+
+
+def direct_writes(source: str):
+    """(line, what) for every write, replace or delete in ``source`` not made through the file
+    layer."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module in WRITERS:
+            found += [(node.lineno, f"from {node.module} import {a.name}") for a in node.names
+                      if a.name in WRITERS[node.module]]
+        if not isinstance(node, ast.Call) or (node.args and ast.unparse(node.args[0]) == "os.devnull"):
+            continue  # nothing is written to os.devnull
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open" and _writes_by_mode(node):
+            found.append((node.lineno, "open(..., writing)"))
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            if func.attr in WRITERS.get(owner, ()):
+                found.append((node.lineno, f"{owner}.{func.attr}"))
+            elif owner in OPENERS and func.attr == "open" and _writes_by_mode(node):
+                found.append((node.lineno, f"{owner}.open(..., writing)"))
+            elif func.attr in WRITING_METHODS:
+                found.append((node.lineno, f".{func.attr}()"))
+    return found
+
+
+def test_no_module_outside_the_file_layer_writes_a_file():
+    """Every write, replace and delete of the package goes through storage/fileio.py or
+    storage/directories.py (what it guarantees: fileio's docstring). Directories handed to
+    fairseq, sentencepiece, CTranslate2 or transformers are the layer's (made and marked, or
+    built and published by it)."""
+    package = os.path.join(REPO, "deepnet_fairseq")
+    offenders = []
+    for root, _, files in os.walk(package):
+        for name in files:
+            path = os.path.join(root, name)
+            module = os.path.relpath(path, package)
+            if name.endswith(".py") and module not in FILE_LAYER:
+                with open(path, encoding="utf-8") as f:
+                    offenders += [f"{module}:{line}: {what}" for line, what in
+                                  direct_writes(f.read())]
+    assert not offenders, "direct writes outside the file layer:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("code,flagged", [
+    ("open(p, 'w')", True), ("open(p, 'ab')", True), ("open(p, mode)", True),
+    ("open(p, mode='x')", True), ("open(p)", False), ("open(p, 'rb')", False),
+    ("os.replace(a, b)", True), ("s.replace('a', 'b')", False), ("shutil.rmtree(d)", True),
+    ("torch.save(x, p)", True), ("torch.load(p)", False), ("gzip.open(p, 'wt')", True),
+    ("gzip.open(p)", False), ("Path(p).write_text('x')", True), ("fig.savefig(p)", True),
+    ("tar.extractall(d)", True), ("from os import remove", True), ("tempfile.mkdtemp()", True),
+    ("os.path.join(a, b)", False), ("os.open(os.devnull, os.O_WRONLY)", False),
+    ("os.open(p, os.O_WRONLY)", True),
+])
+def test_the_scan_sees_each_kind_of_write(code, flagged):
+    assert bool(direct_writes(code)) == flagged
+
+
+# ---- disk errors: one line naming the path, from every tool -----------------------------------
+
+def console_script_mains():
+    """Every console script of setup.py and every ``python -m`` tool that writes, as
+    (name, function)."""
+    import importlib
+    import re as regex
+
+    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
+        scripts = regex.findall(r'"(deepnet-[\w-]+)=([\w.]+):(\w+)"', f.read())
+    tools = [(module, module, "main") for module in (
+        "deepnet_fairseq.recipes.curves", "deepnet_fairseq.recipes.lr_transfer",
+        "deepnet_fairseq.recipes.report")]
+    return [(name, getattr(importlib.import_module(module), function))
+            for name, module, function in scripts + tools
+            if name not in ("deepnet-user-dir", "deepnet-model-options")]  # they only print
+
+
+@pytest.mark.parametrize("name,main", console_script_mains(), ids=lambda x: x if isinstance(x, str) else "")
+def test_every_tool_ends_a_disk_error_in_one_line(name, main):
+    assert getattr(main, "disk_errors_in_one_line", False), (
+        f"{name}: its main is not wrapped by storage.fileio.one_line_os_errors")
+
+
+def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
+    """deepnet-plot-monitors onto a full disk (every new file refused with ENOSPC, as the
+    kernel says it: no path): status 1, one line naming its first output (the CSV beside the
+    PNG), no temporary left."""
+    import errno
+
+    from deepnet_fairseq.diagnostics import plot_monitors
+
+    log = tmp_path / "train.log"
+    log.write_text(LOG)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", full)
+    with pytest.raises(SystemExit) as stopped:
+        plot_monitors.main([str(log), "--output", str(tmp_path / "monitors.png")])
+    assert stopped.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1] == (f"error: {tmp_path / 'monitors.csv'}: No space left on device; "
+                         f"free some space and run again (runs resume)"), lines
+    assert "Traceback" not in "\n".join(lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.log"]
+
+
+def test_other_errors_keep_their_traceback():
+    @fileio.one_line_os_errors
+    def main():
+        raise FileNotFoundError(2, "No such file or directory", "x")
+
+    with pytest.raises(FileNotFoundError):
+        main()

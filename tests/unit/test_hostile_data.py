@@ -176,3 +176,19 @@ def test_line_count_is_wc_l_plus_an_unterminated_last_line(content, tmp_path):
                                 check=True).stdout)
     assert lines == wc + (not terminated)
     assert lines == len(list(clean.read_lines(str(path))))
+
+
+@pytest.mark.parametrize("content", [b"plain text, not gzip\n", "truncated", "corrupt"])
+def test_a_bad_gz_file_is_one_prepare_error_naming_it(tmp_path, content):
+    """A truncated .gz, a file named .gz that is not gzip, and one whose data is corrupt: one
+    PrepareError naming the file (no traceback from gzip or zlib)."""
+    import gzip
+
+    from deepnet_fairseq.recipes import prepare
+
+    whole = gzip.compress(b"ein Satz\n" * 2000)
+    path = tmp_path / "train.de.gz"
+    path.write_bytes({"truncated": whole[:len(whole) // 2],
+                      "corrupt": whole[:20] + bytes(64) + whole[84:]}.get(content, content))
+    with pytest.raises(prepare.PrepareError, match=f"{path} is not a complete gzip file"):
+        list(prepare.read_lines(str(path)))

@@ -12,7 +12,8 @@ import pytest
 
 from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
-from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings, workdir
+from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings
+from deepnet_fairseq.storage import directories as workdir
 from deepnet_fairseq.recipes.devices import count_gpus
 from deepnet_fairseq.recipes.settings import SettingError
 from support import REPO
@@ -107,8 +108,9 @@ def test_an_unbalanced_quote_in_train_args_is_one_setting_error():
 def test_eight_gpus_found_by_the_probe():
     cfg, layout, cmd = plan({}, probe=lambda: 8)
     assert "DEVICE" in cfg and cfg["DEVICE"] == "cuda"
+    # fairseq-train's cli_main through the module that makes torchrun's workers die with it
     assert cmd[:6] == ["torchrun", "--standalone", "--nproc_per_node", "8", "-m",
-                       "fairseq_cli.train"]
+                       "deepnet_fairseq.fairseq_train_compat"]
     assert option(cmd, "--update-freq") == "16" and option(cmd, "--distributed-world-size") == "8"
 
 
@@ -533,3 +535,33 @@ def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path
     assert runner.results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)
     assert workdir.is_ours(str(fresh))
     assert runner.results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)  # again
+
+
+@pytest.mark.parametrize("env,cores,memory_gb,expected", [
+    ({"DEVICE": "cpu", "SIZE": "smoke", "NPROC": "3"}, 2, 24, "NPROC=3 CPU processes, but this "
+                                                             "machine gives the run 2 core"),
+    ({"DEVICE": "cpu", "SIZE": "smoke", "NPROC": "2"}, 2, 24, None),
+    # 100,000 layers per side at 64 wide: about 10 G parameters, 150 GB before any activation
+    ({"DEVICE": "cpu", "SIZE": "mini", "LAYERS": "100000"}, 2, 24, "more than this machine's 24"),
+    ({"DEVICE": "cpu", "SIZE": "mini", "LAYERS": "500"}, 2, 24, None),  # the 1,000-layer run
+    ({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100000"}, 2, 24, None),  # the memory plan's
+])
+def test_a_cpu_run_must_fit_the_machine(env, cores, memory_gb, expected):
+    """Checked by train before a run (not by a dry run, which may plan another machine)."""
+    cfg, layout, _ = plan(env)
+    problem = launch.machine_problem(cfg, layout, cores, memory_gb)
+    if expected is None:
+        assert problem is None
+    else:
+        assert expected in problem
+
+
+def test_the_resident_bytes_are_a_lower_bound_of_the_cpu_estimate():
+    """machine_problem counts 16 bytes a parameter, memory.estimate's resident part on CPU in
+    fp32 (weights, gradients, Adam's m and v), so it refuses nothing the estimate admits."""
+    from deepnet_fairseq.recipes import memory
+
+    params = memory.parameter_count(50, 50, 64, 128, 8004)
+    estimate = memory.estimate(params, 100, 64, 8004, 1024, "fp32", device="cpu")
+    resident = sum(estimate.components[k] for k in ("weights", "gradients", "Adam m and v"))
+    assert resident == launch.CPU_RESIDENT_BYTES * params <= estimate.peak

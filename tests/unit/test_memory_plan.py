@@ -268,3 +268,38 @@ def test_the_gpu_size_is_probed_only_without_the_setting():
         raise AssertionError("probed although GPU_MEMORY_GB is set")
 
     assert launch.plan_layout(cfg, env, memory_probe=no_probe).memory.gpu_memory_gb == 24
+
+
+def test_without_a_gpu_size_the_dry_run_says_why_there_is_no_plan(tmp_path, capsys, monkeypatch):
+    """The README's 1,000-layer dry run on a machine without a GPU: no plan (checkpointing by
+    depth, no ZeRO-1), and it says so and how to get one; with GPU_MEMORY_GB, the plan."""
+    env = {k: v for k, v in CUDA8.items() if k != "GPU_MEMORY_GB"}
+    env.update(LAYERS="500", DEEPNET_WORK=str(tmp_path / "work"))
+    _, layout, command = _layout(env)
+    assert layout.memory is None and "--zero-sharding" not in command
+    text = layout.memory_text()
+    assert "GPU memory is unknown" in text and "cannot plan memory" in text
+    assert "Set GPU_MEMORY_GB=<GB per GPU>" in text and "no ZeRO-1" in text
+    assert "no memory plan (GPU memory unknown)" in layout.summary()
+    _, planned, _ = _layout({**env, "GPU_MEMORY_GB": "80"})
+    assert planned.memory_unknown == "" and "GPU_MEMORY_GB" not in planned.memory_text()
+    _, cpu, _ = _layout({"DEVICE": "cpu", "LAYERS": "6", "PRECISION": "fp32"})
+    assert cpu.memory_text() == ""  # CPU: no plan to miss
+
+    # through the runner's dry run (train.sh --dry-run), on a machine where torch sees no GPU
+    from deepnet_fairseq.recipes import runner
+
+    real = runner.plan_layout
+    monkeypatch.setattr(runner, "plan_layout", lambda cfg, env: real(
+        cfg, env, lambda: 8, memory_probe=lambda: None))
+    cfg = settings.resolve("opus100", env, REPO, lambda: 8)
+    assert runner.train(cfg, env, dry_run=True) == 0
+    err = capsys.readouterr().err
+    assert "cannot plan memory" in err and "GPU_MEMORY_GB=<GB per GPU>" in err
+    monkeypatch.setattr(runner, "plan_layout", lambda cfg, env: real(
+        cfg, env, lambda: 8, memory_probe=lambda: None))
+    cfg = settings.resolve("opus100", {**env, "GPU_MEMORY_GB": "80"}, REPO, lambda: 8)
+    assert runner.train(cfg, env, dry_run=True) == 0
+    out, err = capsys.readouterr()
+    assert "choice: activation checkpointing + ZeRO-1" in out and "cannot plan" not in out + err
+    assert "--zero-sharding os" in out

@@ -75,12 +75,12 @@ def test_score_reads_generate_output_in_order_and_splits_compounds(tmp_path):
 def _fake_run(runs, name, method, n, status, bleu=None, directions=None, distinct_share=0.99,
               seed=None):
     os.makedirs(runs / name / "eval", exist_ok=True)
-    if seed is not None:  # the report reads a run's seed from the command it ran
-        (runs / name / "command.sh").write_text(
-            f"fairseq-train data --arch x --seed {seed} --max-tokens 1024\n")
+    # the report reads a run's seed from its records (status.json), never from its command
+    (runs / name / "command.sh").write_text("fairseq-train data --arch x --seed 99\n")
     (runs / name / "status.json").write_text(json.dumps(
         {"method": method, "encoder_layers": n, "decoder_layers": n, "status": status,
-         "label": method, "reason": "" if status == "ok" else "fairseq reported: nan"}))
+         "label": method, "reason": "" if status == "ok" else "fairseq reported: nan",
+         **({} if seed is None else {"seed": seed})}))
     if status == "ok":
         dirs = directions or {"en-de": {"sacrebleu": bleu, "tok_bleu": bleu, "signature": "sig",
                                         "distinct_share": distinct_share}}
@@ -237,3 +237,99 @@ def test_the_words_of_divergence_in_the_command_do_not_make_a_run_diverged(where
                    "2026 | INFO | train_inner | epoch 001: loss=nan, num_updates=3\n"):
         assert runlog.classify(lines[where] + reported, 1, 1024)["status"] == "diverged", \
             reported
+
+
+# ---- a quickstart run in the report; the loss the reports draw -------------------------------
+
+def _quickstart_run(runs, refs, with_decode=True):
+    """A run as the quickstart leaves it: the wmt17 recipe evaluated with TOKENIZED_BLEU=0 (its
+    eval.json has sacreBLEU only), its decoded test set and the evaluation's command."""
+    run = runs / "deepnet-6L-6L"
+    (run / "eval" / "en-de").mkdir(parents=True)
+    (run / "status.json").write_text(json.dumps(
+        {"method": "deepnet", "encoder_layers": 6, "decoder_layers": 6, "status": "ok",
+         "label": "deepnet", "reason": "", "last_valid_loss": 4.74, "last_valid_nll": 3.51}))
+    hyps = ["Ein Mann fährt Fahrrad .", "Zwei Hunde spielen im Schnee-Feld .",
+            "Eine Frau liest ein Buch ."]
+    refs.mkdir(parents=True, exist_ok=True)
+    (refs / "test.en-de.de").write_text("Ein Mann fährt Rad .\nZwei Hunde spielen im "
+                                        "Schnee-Feld .\nEine Frau liest ein Buch .\n")
+    if with_decode:
+        (run / "eval" / "en-de" / "generate-test.txt").write_text("".join(
+            f"S-{i}\tx\nH-{i}\t-0.1\t{h}\nD-{i}\t-0.1\t{h}\n" for i, h in enumerate(hyps)))
+    scores = score.score_direction(str(run / "eval" / "en-de" / "generate-test.txt"),
+                                   str(refs / "test.en-de.de"), "de", False, False) \
+        if with_decode else {"sacrebleu": 60.0, "signature": "sig", "sentences": 3}
+    (run / "eval" / "eval.json").write_text(json.dumps(score.summarise({"en-de": scores})))
+    (run / "evaluate.config.json").write_text(json.dumps(
+        {"step": "evaluate", "command": ["python", "-m", "deepnet_fairseq.recipes.evaluate",
+                                         "--run-dir", str(run), "--references", str(refs),
+                                         "--", "bin", "--beam", "5"]}))
+    return run, hyps
+
+
+def test_a_quickstart_run_gets_its_tokenized_bleu_cell(tmp_path):
+    """The quickstart evaluates with TOKENIZED_BLEU=0, so the wmt17 table's metric (tokenized
+    BLEU, compound-split) was blank for it; the report scores it from the run's decode."""
+    runs, refs = tmp_path / "runs", tmp_path / "raw"
+    _, hyps = _quickstart_run(runs, refs)
+    expected = score.score_direction(str(runs / "deepnet-6L-6L" / "eval" / "en-de" /
+                                         "generate-test.txt"), str(refs / "test.en-de.de"),
+                                     "de", True, True)["tok_bleu"]
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["tok_bleu"] == expected and row["bleu"] == expected
+    table = report.markdown("wmt17", [row])
+    assert f"| deepnet | {expected}" in table
+    # decode gone (exported run): the cell says it was not scored, not blank
+    runs2 = tmp_path / "runs2"
+    _quickstart_run(runs2, tmp_path / "raw2", with_decode=False)
+    (row,) = report.collect("wmt17", str(runs2))
+    assert row["bleu"] == "" and "| deepnet | not scored (sacreBLEU 60.0)" in \
+        report.markdown("wmt17", [row])
+
+
+def test_the_report_keeps_the_nll_and_plots_it_where_every_run_has_it(tmp_path):
+    runs = tmp_path / "runs"
+    _quickstart_run(runs, tmp_path / "raw")
+    rows = report.collect("wmt17", str(runs))
+    assert rows[0]["last_valid_nll"] == 3.51 and rows[0]["last_valid_loss"] == 4.74
+    assert report.loss_measure(rows) == ("last_valid_nll", "last validation nll (bits)")
+    assert report.depth_points(rows, "deepnet")[0]["loss"] == 3.51
+    report.write_csv(str(tmp_path / "results.csv"), rows)
+    header = (tmp_path / "results.csv").read_text().splitlines()[0].split(",")
+    assert "last_valid_nll" in header
+    # a run recorded before the nll was (its status has the label-smoothed loss only)
+    older = [{**rows[0], "last_valid_nll": ""}, {**rows[0], "run": "x"}]
+    column, label = report.loss_measure(older)
+    assert column == "last_valid_loss" and "label-smoothed" in label
+
+
+@pytest.mark.parametrize("broken,why", [
+    ('{"method": "deepnet", "encoder_la', "unreadable record"),  # a truncated write
+    ("[1, 2]", "not a record"),                                   # another program's JSON
+    ('{"method": "deepnet", "status": "ok"}', "no 'encoder_layers' in its records"),
+    ("\xff\xfe", "unreadable record"),                            # not UTF-8
+])
+def test_a_broken_record_leaves_its_run_out_not_the_report(tmp_path, capsys, broken, why):
+    """A run under runs/ whose status.json cannot be read: the report of the others is written,
+    and a warning names the run left out and why."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5)
+    (runs / "deepnet-18L-18L").mkdir()
+    (runs / "deepnet-18L-18L" / "status.json").write_bytes(broken.encode("latin-1"))
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    assert "| deepnet | 27.5 (paper 27.8) |" in (tmp_path / "out" / "table.md").read_text()
+    err = capsys.readouterr().err
+    assert "WARNING: run deepnet-18L-18L left out of the report" in err and why in err
+
+
+def test_a_runs_seed_comes_from_its_records(tmp_path):
+    """status.json's seed, else config.json's resolved SEED (runs trained before status.json
+    held it); never the command text."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "command.sh").write_text("fairseq-train data --seed 99\n")
+    assert report.seed_of(str(run), {"seed": 3}) == "3"
+    assert report.seed_of(str(run), {}) == ""
+    (run / "config.json").write_text(json.dumps({"settings": {"SEED": {"value": "2"}}}))
+    assert report.seed_of(str(run), {}) == "2"

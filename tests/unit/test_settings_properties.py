@@ -90,3 +90,43 @@ def test_a_bad_runs_field_stops_the_sweep_before_it_writes(tmp_path, runs, messa
     with pytest.raises(SettingError, match=message):
         sweep_specs(cfg)
     assert not work.exists() and not os.path.exists(tmp_path / "victim")
+
+
+def _edges(name):
+    """(value, accepted) at both ends of NAME's declared range (settings.RANGES): the bound
+    itself, just inside and just outside."""
+    lowest, highest, inclusive = settings.RANGES[name]
+    integer = SETTINGS[name].kind in ("int", "ints")
+    step = 1 if integer else 1e-6 * max(1.0, abs(lowest or highest or 1.0))
+    cases = []
+    if lowest is not None:
+        cases += [(lowest, inclusive), (lowest - step, False), (lowest + step, True)]
+    if highest is not None:
+        cases += [(highest, False), (highest - step, True)]
+    return [(int(v) if integer else v, ok) for v, ok in cases]
+
+
+EDGE_CASES = [(name, value, ok) for name in sorted(settings.RANGES) for value, ok in _edges(name)]
+
+
+@pytest.mark.parametrize("name,value,accepted", EDGE_CASES,
+                         ids=[f"{n}={v}" for n, v, _ in EDGE_CASES])
+def test_every_bound_of_every_setting_is_where_it_is_declared(tmp_path, name, value, accepted):
+    """Generated from settings.RANGES: each bound, and a step either side of it, accepted or
+    refused (naming the setting) exactly as declared, before anything is written."""
+    work = tmp_path / "work"
+    text = str(value) if isinstance(value, int) else repr(float(value))
+    env = {f"DEEPNET_{name}": text}
+    if name == "NNODES":  # several nodes need their rendezvous
+        env.update(DEEPNET_NODE_RANK="0", DEEPNET_MASTER_ADDR="127.0.0.1", DEEPNET_NPROC="1")
+    try:
+        _resolve_and_plan(env, work)
+        refused = None
+    except SettingError as err:
+        refused = str(err)
+    out_of_range = f"{name}=" in (refused or "") and ">" in (refused or "")  # its bound named
+    if accepted:  # (it may still break a rule between settings: EMBED_DIM a multiple of HEADS)
+        assert not out_of_range, refused
+    else:
+        assert out_of_range, f"{name}={text}: {refused or 'accepted'}"
+    assert not work.exists()

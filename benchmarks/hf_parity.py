@@ -1,0 +1,89 @@
+"""A trained run's test set through Hugging Face transformers against the recipe's own
+fairseq-generate translations: how many of them are identical, and how fast each decodes.
+Prints a table; it is a benchmark, not a test (tests/unit/test_hf_export.py is the test).
+
+The model is the run's evaluated model: its last ``--average-last`` update checkpoints
+averaged as the recipe averages them, exported with ``deepnet-export --transformers`` and
+loaded by ``AutoModelForSeq2SeqLM`` (no code of this plugin). Its sources are the ``S-`` lines
+of the run's ``eval/SRC-TGT/generate-test.txt``, its reference the ``D-`` lines (beam 5,
+lenpen 1, the recipe's ``--max-len-a/-b``); transformers decodes with the exported
+generation_config.json (beam 5, lenpen 1, up to 200 tokens), in batches of ``--batch-size``.
+
+    python benchmarks/hf_parity.py runs/quickstart/runs/deepnet-6L-6L \\
+        --sentencepiece-model runs/quickstart/data/spm.model
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+
+def fairseq_lines(path: str):
+    """{id: (source, hypothesis)} from fairseq-generate's S- and D- lines."""
+    sources, hypotheses = {}, {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            match = re.match(r"^([SD])-(\d+)\t(.*)$", line.rstrip("\n"))
+            if match:
+                kind, index, rest = match.groups()
+                if kind == "S":
+                    sources[int(index)] = rest
+                else:
+                    hypotheses[int(index)] = rest.split("\t", 1)[1]
+    return {i: (sources[i], hypotheses[i]) for i in sorted(sources)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory the recipes trained and evaluated")
+    parser.add_argument("--sentencepiece-model", required=True)
+    parser.add_argument("--direction", default="en-de")
+    parser.add_argument("--average-last", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args()
+
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    lines = fairseq_lines(os.path.join(args.run_dir, "eval", args.direction,
+                                       "generate-test.txt"))
+    with tempfile.TemporaryDirectory() as tmp:
+        averaged, exported = os.path.join(tmp, "averaged.pt"), os.path.join(tmp, "hf")
+        subprocess.run(["deepnet-average-checkpoints", "--inputs",
+                        os.path.join(args.run_dir, "checkpoints"), "--num-update-checkpoints",
+                        str(args.average_last), "--output", averaged], check=True)
+        subprocess.run(["deepnet-export", averaged, "--transformers", exported,
+                        "--sentencepiece-model", args.sentencepiece_model], check=True)
+        tokenizer = AutoTokenizer.from_pretrained(exported)
+        model = AutoModelForSeq2SeqLM.from_pretrained(exported).eval()
+        ids = sorted(lines)
+        translations, start = {}, time.perf_counter()
+        for begin in range(0, len(ids), args.batch_size):
+            batch_ids = ids[begin:begin + args.batch_size]
+            batch = tokenizer([lines[i][0] for i in batch_ids], return_tensors="pt",
+                              padding=True)
+            with torch.no_grad():
+                out = model.generate(**batch)
+            for i, text in zip(batch_ids, tokenizer.batch_decode(out, skip_special_tokens=True)):
+                translations[i] = text
+        seconds = time.perf_counter() - start
+    same = [i for i in ids if translations[i] == lines[i][1]]
+    print(f"| sentences | identical to fairseq-generate's | transformers decoding "
+          f"(batch {args.batch_size}, {torch.get_num_threads()} threads) |")
+    print("|---|---|---|")
+    print(f"| {len(ids)} | {len(same)} | {seconds:.1f} s |")
+    for i in [i for i in ids if i not in same][:5]:
+        print(f"\ndiffers, sentence {i}:\n  source       {lines[i][0]}\n  fairseq      "
+              f"{lines[i][1]}\n  transformers {translations[i]}")
+
+
+if __name__ == "__main__":
+    main()
