@@ -3,7 +3,7 @@ fairseq-generate translations: how many of them are identical, and how fast each
 Prints a table; it is a benchmark, not a test (tests/unit/test_hf_export.py is the test).
 
 The model is the run's evaluated model: its last ``--average-last`` update checkpoints
-averaged as the recipe averages them, exported with ``deepnet-export --transformers`` and
+(by default as many as its evaluation averaged) averaged as the recipe averages them, exported with ``deepnet-export --transformers`` and
 loaded by ``AutoModelForSeq2SeqLM`` (no code of this plugin). Its sources are the ``S-`` lines
 of the run's ``eval/SRC-TGT/generate-test.txt``, its reference the ``D-`` lines (beam 5,
 lenpen 1, the recipe's ``--max-len-a/-b``); transformers decodes with the exported
@@ -14,6 +14,7 @@ generation_config.json (beam 5, lenpen 1, up to 200 tokens), in batches of ``--b
 """
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -46,13 +47,18 @@ def main() -> None:
     parser.add_argument("run_dir", help="a run directory the recipes trained and evaluated")
     parser.add_argument("--sentencepiece-model", required=True)
     parser.add_argument("--direction", default="en-de")
-    parser.add_argument("--average-last", type=int, default=5)
+    parser.add_argument("--average-last", type=int, default=None,
+                        help="checkpoints to average (default: as the run's evaluation did)")
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
 
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    if args.average_last is None:  # the run's evaluation command, as recorded
+        with open(os.path.join(args.run_dir, "evaluate.config.json"), encoding="utf-8") as f:
+            command = json.load(f)["command"]
+        args.average_last = int(command[command.index("--average-last") + 1])
     lines = fairseq_lines(os.path.join(args.run_dir, "eval", args.direction,
                                        "generate-test.txt"))
     with tempfile.TemporaryDirectory() as tmp:

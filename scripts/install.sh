@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install deepnet_fairseq and its exact dependency set into the active Python (>= 3.9; tested
-# on 3.11). Use a virtual environment if you like: python3 -m venv .venv && . .venv/bin/activate
+# Install deepnet_fairseq and its exact dependency set into the active Python: 3.11, 3.12 or
+# 3.13, as setup.py's python_requires says (transformers 5.24.0 needs >= 3.11). Use a virtual
+# environment if you like: python3 -m venv .venv && . .venv/bin/activate
 #
 #   bash scripts/install.sh
 #   bash scripts/install.sh --no-deploy   # without ctranslate2 and transformers (deepnet-export
@@ -15,11 +16,13 @@
 #   1. torch==2.13.0 first, so nothing below can pull another torch with its CUDA wheels;
 #   2. fairseq's runtime dependencies and this plugin's (requirements.txt), pinned by
 #      constraints.txt (hydra-core 1.3.2, omegaconf 2.3.0);
-#   3. fairseq-fixed 0.12.3.1 (upstream fairseq main with the Python 3.11 fix) built without
-#      build isolation, so its build uses the torch above, and with --no-deps, because its
-#      metadata asks for torchaudio, which has no release for torch 2.13 (fairseq needs it only
-#      for speech tasks), and fairscale 0.4.13 with --no-deps (pure Python; fairseq's
-#      --zero-sharding os, the ZeRO-1 the recipes' memory plan chooses for the deepest models);
+#   3. fairseq-fixed 0.12.3.1 (upstream fairseq main with the Python 3.11 fix) built from source
+#      (--no-binary: PyPI's prebuilt cp312 wheel was compiled against another torch, and its
+#      libbase extension fails to load with 2.13) without build isolation, so its build uses
+#      the torch above, and with --no-deps, because its metadata asks for torchaudio, which
+#      has no release for torch 2.13 (fairseq needs it only for speech tasks), and fairscale
+#      0.4.13 with --no-deps (pure Python; fairseq's --zero-sharding os, the ZeRO-1 the
+#      recipes' memory plan chooses for the deepest models);
 #   4. this package, editable, with its "deploy" extra: ctranslate2 4.8.5 (a prebuilt wheel, about
 #      40 MB; CTranslate2's converter and runtime for deepnet-export --ctranslate2 and
 #      benchmarks/decode_speed.py) and transformers 5.24.0 with safetensors 0.8.0 (pure Python
@@ -48,7 +51,8 @@ fi
 echo "[install] 2/4 dependencies (requirements.txt)"
 "${pip_install[@]}" -r requirements.txt setuptools wheel
 echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time), fairscale 0.4.13"
-"${pip_install[@]}" --no-build-isolation --no-deps fairseq-fixed==0.12.3.1 fairscale==0.4.13
+"${pip_install[@]}" --no-build-isolation --no-deps --no-binary fairseq-fixed \
+  fairseq-fixed==0.12.3.1 fairscale==0.4.13
 echo "[install] 4/4 deepnet_fairseq (editable) $([[ $package == . ]] && echo "without" || echo "with") ctranslate2 and transformers"
 "${pip_install[@]}" --no-build-isolation -e "$package"
 

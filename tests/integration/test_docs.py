@@ -127,6 +127,8 @@ DOC_COMMANDS = [
     (r"METHODS=\"deepnet admin\"|NNODES > 1", "tests/unit/test_launch.py"),
     (r"deepnet-export .*|fairseq-generate runs/quickstart/data/bin --path deepnet-plain\.pt .*|"
      r"python benchmarks/decode_speed\.py .*", "tests/slow/test_export_end_to_end.py::test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks"),
+    (r"python benchmarks/hf_parity\.py .*",
+     "tests/slow/test_export_end_to_end.py::test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks"),
     (r"fairseq-generate --path|fairseq-train --restore-file",  # fairseq's loader, weights-only
      "tests/unit/test_hostile_checkpoints.py::test_fairseqs_own_loading_is_weights_only_once_the_plugin_is_registered"),
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra

@@ -109,7 +109,7 @@ def test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks(tm
     """docs/deploying.md's commands on a quickstart run (SIZE=smoke, the same chain as the
     full size): deepnet-export to a checkpoint and to CTranslate2 int8, stock fairseq-generate
     on the export without --user-dir giving the plugin's translations, and the decode-speed
-    benchmark printing its table."""
+    and transformers-parity benchmarks printing their tables."""
     repo = os.path.dirname(USER_DIR)
     work = tmp_path / "quickstart"
     env = dict(os.environ, SIZE="smoke", DEEPNET_WORK=str(work))
@@ -135,3 +135,8 @@ def test_a_quickstart_model_exports_decodes_without_the_plugin_and_benchmarks(tm
     for decoder in ("fairseq", "CTranslate2"):
         assert decoder in bench.stdout
     assert re.search(r"sentences/s", bench.stdout)
+    # the transformers export against the recipe's own translations (docs/deploying.md)
+    parity = run([PY, os.path.join(repo, "benchmarks", "hf_parity.py"), str(run_dir),
+                  "--sentencepiece-model", str(data / "spm.model")])
+    count = re.search(r"^\| (\d+) \| (\d+) \| [\d.]+ s \|$", parity.stdout, flags=re.M)
+    assert count and count.group(1) == "60", parity.stdout[-2000:]
