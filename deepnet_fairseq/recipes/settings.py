@@ -448,7 +448,7 @@ def check_ranges(cfg: "Settings") -> None:
 
         try:
             codecs.lookup(cfg["ENCODING"])
-        except LookupError:
+        except (LookupError, ValueError):  # ValueError: a NUL in the name
             bad("ENCODING", "not an encoding Python knows (e.g. utf-8, latin-1, cp1252)")
     if problems:
         raise SettingError("\n".join(problems))
