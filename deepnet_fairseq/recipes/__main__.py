@@ -18,7 +18,8 @@ from ..processes import Interrupted, signals_interrupt
 from . import prepare, runner
 from .launch import print_settings
 from .settings import DATASETS, SettingError, help_text, home, resolve
-from ..storage.directories import Busy, NotOurs, describe_os_error
+from ..storage.directories import Busy, NotOurs
+from ..storage.fileio import describe_os_error
 
 
 def main(argv=None) -> int:

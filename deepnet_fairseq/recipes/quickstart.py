@@ -38,7 +38,8 @@ from typing import Dict, Mapping
 from .runlog import minutes
 from ..processes import Interrupted, signals_interrupt
 from .settings import SettingError, Settings, home
-from ..storage.directories import Busy, NotOurs, describe_os_error
+from ..storage.directories import Busy, NotOurs
+from ..storage.fileio import describe_os_error
 
 DATASET = "wmt17"  # the recipe the quickstart runs
 SIZES = {("quickstart", "cpu"): "quickstart", ("quickstart", "cuda"): "quickstart-cuda",

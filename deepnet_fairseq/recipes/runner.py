@@ -35,9 +35,9 @@ from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, ma
                      train_environment)
 from .settings import (PREFIX, SettingError, Settings, check_run_entry, resolve, run_label,
                        run_name)
-from ..storage.fileio import copy_file, move, open_no_follow, overwrite_in_place, remove_file
-from ..storage.directories import (LOCK, MARKER, Busy, NotOurs, RunLock, describe_os_error,
-                                  is_ours, make_dirs)
+from ..storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
+                              overwrite_in_place, read_json, remove_file)
+from ..storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 PROGRESS_EVERY_S = runlog.PROGRESS_EVERY_S  # a training's progress line this often
@@ -58,10 +58,10 @@ def _append(path: str, text: str) -> None:
 
 
 def _status(run_dir: str) -> Optional[dict]:
+    """The run's status record; None if it has none or it cannot be read (it is rewritten)."""
     try:
-        with open(os.path.join(run_dir, "status.json"), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
+        return read_json(os.path.join(run_dir, "status.json"))
+    except (OSError, RecordError):
         return None
 
 

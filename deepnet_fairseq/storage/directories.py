@@ -11,7 +11,7 @@ import contextlib
 import os
 import shutil
 
-from .fileio import create_new, describe_os_error  # noqa: F401  (the recipes' one import)
+from .fileio import create_new
 
 MARKER = ".deepnet-recipes"
 

@@ -109,7 +109,7 @@ def test_an_unwritable_work_directory_ends_in_one_line(tmp_path, monkeypatch, ca
     assert code in (1, 2) and "Traceback" not in err
     with pytest.raises(OSError) as raised:
         workdir.make_dirs(str(work / "runs"))
-    line = workdir.describe_os_error(raised.value)
+    line = fileio.describe_os_error(raised.value)
     assert str(work) in line and "Not a directory" in line and "\n" not in line
 
 
@@ -136,7 +136,7 @@ def test_a_full_disk_leaves_the_status_failed_not_running(tiny_disk):
             os.write(filler, b"\0" * 4096)
     os.close(filler)
     error = OSError(28, "No space left on device", os.path.join(run_dir, "train.log"))
-    runner._mark_failed(run_dir, workdir.describe_os_error(error))
+    runner._mark_failed(run_dir, fileio.describe_os_error(error))
     with open(status) as handle:
         written = json.load(handle)
     assert written["status"] == "failed"
