@@ -32,7 +32,7 @@ from .workers import cores, run_all
 SPLITS = ("train", "valid", "test")
 
 
-_PROCESSORS = {}  # a worker's sentencepiece model, loaded once for all its files
+_PROCESSORS = {}  # the sentencepiece model, loaded once per process (one file's worker, or all files)
 
 
 def _encode_task(model: str, source: str, dest: str) -> None:

@@ -48,10 +48,13 @@ def test_the_lift_changes_exactly_the_two_cuda_calls():
     run = [sys.executable, "-c", probe]
     lifted = subprocess.run(run + ["--cpu", "--fp16"], capture_output=True, text=True,
                             check=True).stdout.splitlines()
-    assert lifted == ["['fp16-on-cpu']", "None", "True", "AssertionError"]
+    # a CPU-only torch fails a CUDA call with AssertionError ("not compiled with CUDA"), a CUDA
+    # build on a machine without a GPU with RuntimeError (measured on 3.12 and 3.13's wheels)
+    fails = {"AssertionError", "RuntimeError"}
+    assert lifted[:3] == ["['fp16-on-cpu']", "None", "True"] and lifted[3] in fails, lifted
     plain = subprocess.run(run + ["--cpu"], capture_output=True, text=True,
                            check=True).stdout.splitlines()
-    assert plain == ["[]", "AssertionError", "AssertionError", "AssertionError"]
+    assert plain[0] == "[]" and set(plain[1:]) <= fails and len(plain) == 4, plain
 
 
 def test_model_options_help_lists_the_deepnorm_options():

@@ -99,6 +99,45 @@ def test_tasks_run_in_worker_processes_and_come_back_in_order():
         run_all(_fails_at, [(i, {1, 3}) for i in range(5)], 3, sizes=[0, 0, 0, 9, 0])
 
 
+STRESS_SCRIPT = """
+import os
+from deepnet_fairseq.recipes.workers import WorkerDied, run_all
+
+def task(index, mode):
+    if mode == "raise" and index % 3 == 1:
+        raise ValueError(index)
+    if mode == "die" and index == 2:
+        os._exit(7)
+    return index
+
+if __name__ == "__main__":
+    for round in range(60):
+        for mode in ("ok", "raise", "die"):
+            got = []
+            try:
+                run_all(task, [(i, mode) for i in range(7)], 3, lambda i, r: got.append(r))
+            except ValueError as error:
+                assert mode == "raise" and error.args == (1,) and got == [0]
+            except WorkerDied as error:
+                assert mode == "die" and "task 3 of 7" in str(error) and "7" in str(error)
+                assert got == [0, 1]
+            else:
+                assert mode == "ok" and got == list(range(7))
+    print("done")
+"""
+
+
+def test_failing_and_dying_workers_never_hang_the_parent(tmp_path):
+    """180 rounds of tasks that succeed, raise or kill their own process end in time, each with
+    the first failure in the tasks' order (multiprocessing.Pool.terminate hung here on 3.12
+    and 3.13)."""
+    script = tmp_path / "stress.py"
+    script.write_text(STRESS_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True,
+                          text=True, timeout=240, env={**os.environ, "PYTHONPATH": REPO})
+    assert proc.returncode == 0 and proc.stdout == "done\n", proc.stderr
+
+
 WORKERS_SCRIPT = """
 import os, sys, time
 from deepnet_fairseq.processes import Interrupted, signals_interrupt
