@@ -14,6 +14,7 @@ import torch
 
 from .. import USER_DIR, methods
 from ..methods import tiny_width_args
+from ..plotting import pyplot  # noqa: F401  (the diagnostics' plots use it from here)
 from ..storage.fileio import save_png, write_atomically
 
 
@@ -114,24 +115,6 @@ def write_csv(path: str, rows: List[Dict], fields: Sequence[str], float_format: 
 
 
 atomic_savefig = save_png  # (figure, path): one atomic PNG writer for recipes and diagnostics
-
-
-def pyplot():
-    """matplotlib's pyplot on the non-interactive Agg backend, with a clear error if missing."""
-    import logging
-
-    # fairseq sets the root logger to DEBUG when it is imported (fairseq 0.12's
-    # wav2vec2_classification calls logging.basicConfig(level=DEBUG)), and matplotlib logs its
-    # set-up at DEBUG as it is imported: quiet before the import, not after
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    try:
-        import matplotlib
-    except ImportError:
-        sys.exit("error: matplotlib is needed for the plots: pip install matplotlib")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 class Progress:

@@ -21,6 +21,7 @@ import sys
 from typing import Dict, List
 
 from . import save_png, write_atomically
+from ..plotting import pyplot
 from ..storage.fileio import copy_file, one_line_os_errors
 from .runlog import valid_curve
 
@@ -69,10 +70,7 @@ def export(run_dir: str, out_dir: str) -> str:
 
 
 def plot(path: str, curves: Dict[str, Dict[int, float]], title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, curve in curves.items():

@@ -35,9 +35,15 @@ def ignores_source(summary: Dict, min_share: float = DEFAULT_MIN_SHARE) -> bool:
     return summary["distinct_share"] < min_share
 
 
+def counted(count: int, noun: str, plural: str = "") -> str:
+    """"1 distinct translation", "60 distinct translations": the noun agrees with the count."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def report(summary: Dict, min_share: float = DEFAULT_MIN_SHARE) -> str:
-    line = (f"{summary['distinct']} distinct hypotheses for {summary['sentences']} test "
-            f"sentences ({100 * summary['distinct_share']:.1f} %)")
+    line = (f"{counted(summary['distinct'], 'distinct hypothesis', 'distinct hypotheses')} for "
+            f"{counted(summary['sentences'], 'test sentence')} "
+            f"({100 * summary['distinct_share']:.1f} %)")
     if not ignores_source(summary, min_share):
         return line
     bar = "!" * 78

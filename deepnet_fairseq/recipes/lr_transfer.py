@@ -11,7 +11,7 @@ validation loss), ``config.json`` (the resolved settings: LR) and ``eval.json`` 
 
 Writes into DIR:
 
-* ``lr_transfer.png``: last validation loss (bits) against the peak learning rate, one panel per
+* ``lr_transfer.png``: last validation loss (label-smoothed, bits) against the peak learning rate, one panel per
   method, one curve per depth, each depth's optimum marked (the plot of the muP papers); a run
   that diverged is drawn at the top edge;
 * ``lr_transfer.md`` and ``lr_transfer.csv``: every cell (loss, BLEU), each depth's optimum and
@@ -34,6 +34,7 @@ from collections import defaultdict
 from typing import Dict, List, Optional
 
 from . import save_png, write_atomically
+from ..plotting import pyplot
 from ..storage.fileio import ensure_directory, one_line_os_errors, read_json
 
 FIELDS = ["method", "encoder_layers", "decoder_layers", "lr", "status", "last_valid_loss",
@@ -85,7 +86,7 @@ def optimum(by_lr: Dict[float, Dict]) -> Optional[float]:
 
 
 def markdown(table) -> str:
-    lines = ["| method | layers per side | learning rate: last validation loss (bits), BLEU | "
+    lines = ["| method | layers per side | learning rate: last validation loss (label-smoothed, bits), BLEU | "
              "optimum | optimum / shallowest's |", "|---|---|---|---|---|"]
     for method, depths in sorted(table.items()):
         shallow = optimum(depths[min(depths)])
@@ -105,10 +106,7 @@ def markdown(table) -> str:
 
 
 def plot(path: str, table) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     methods = sorted(table)
     fig, axes = plt.subplots(1, len(methods), figsize=(3.6 * len(methods), 3.6), sharey=True,
@@ -131,7 +129,7 @@ def plot(path: str, table) -> None:
         ax.set_xlabel("peak learning rate")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
-    axes[0][0].set_ylabel("last validation loss (bits); * optimum")
+    axes[0][0].set_ylabel("last validation loss\n(label-smoothed, bits); * optimum")
     save_png(fig, path)
     plt.close(fig)
 

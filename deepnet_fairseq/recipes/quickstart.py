@@ -35,13 +35,15 @@ import time
 import warnings
 from typing import Dict, Mapping
 
+from .distinct import counted
 from .runlog import minutes
 from ..processes import Interrupted, signals_interrupt
 from .settings import SettingError, Settings, home
+from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error
 
-DATASET = "wmt17"  # the recipe the quickstart runs
+DATASET = WMT17.name  # the recipe the quickstart runs
 SIZES = {("quickstart", "cpu"): "quickstart", ("quickstart", "cuda"): "quickstart-cuda",
          ("smoke", "cpu"): "smoke", ("smoke", "cuda"): "smoke"}
 
@@ -71,11 +73,6 @@ def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
     defaults = {"DEEPNET_WORK": work, "SOURCE": "multi30k", "METHOD": "deepnet", "LAYERS": "6"}
     return {**{k: v for k, v in defaults.items() if k not in env and f"DEEPNET_{k}" not in env},
             **env, "SIZE": SIZES[size, device], "DEVICE": device}
-
-
-def distinct_translations(count: int) -> str:
-    """"1 distinct translation", "60 distinct translations"."""
-    return f"{count} distinct translation{'' if count == 1 else 's'}"
 
 
 def show_result(cfg: Settings) -> Dict:
@@ -127,7 +124,7 @@ def run(env: Mapping[str, str], home: str) -> Dict:
         raise QuickstartError(f"evaluation failed; see {where['RUN_DIR']}/evaluate.log")
     result = show_result(cfg)
     log(f"done in {minutes(time.time() - start)}: sacreBLEU {result['sacrebleu']} on "
-        f"Multi30k test_2016_flickr en->de, {distinct_translations(result['distinct'])} "
+        f"Multi30k test_2016_flickr en->de, {counted(result['distinct'], 'distinct translation')} "
         f"(details: {where['RUN_DIR']}/eval/eval.json)")
     if size == "smoke":
         log("SIZE=smoke checks that the chain runs: its model is not trained enough to "

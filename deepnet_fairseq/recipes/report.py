@@ -48,11 +48,12 @@ import sys
 from typing import Dict, List, Optional
 
 from . import save_png, write_atomically
+from ..plotting import pyplot
 from ..storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
 from .distinct import DEFAULT_MIN_SHARE, ignores_source
-from .paper import NOTES, PAPER, lookup
+from .datasets import DATASETS, METRICS
+from .paper import lookup
 
-MAIN_METRIC = {"wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu"}
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
            "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
            "distinct_share", "last_valid_loss", "last_valid_nll", "stalled", "num_updates",
@@ -127,7 +128,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     if len(directions) == 1:
         (direction, only), = directions.items()
         tok_bleu = only.get("tok_bleu", "")
-        if tok_bleu == "" and MAIN_METRIC[dataset] == "tok_bleu" and row["status"] == "ok":
+        if tok_bleu == "" and DATASETS[dataset].metric == "tok_bleu" and row["status"] == "ok":
             tok_bleu = tokenized_bleu_from_decode(os.path.join(runs_dir, name), direction)
             tok_bleu = "" if tok_bleu is None else tok_bleu
         row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu,
@@ -140,7 +141,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     shares = [d["distinct_share"] for d in directions.values() if "distinct_share" in d]
     if shares:
         row["distinct_share"] = min(shares)
-    metric = MAIN_METRIC[dataset]
+    metric = DATASETS[dataset].metric
     row["bleu"] = (evaluation.get(metric) if metric in evaluation
                    else row.get(metric.replace("_avg", ""), ""))
     ref = lookup(dataset, row["method"], n, m) if row["label"] == row["method"] else None
@@ -277,12 +278,11 @@ def _paper(value) -> str:
 
 
 def markdown(dataset: str, rows: List[Dict]) -> str:
+    declared = DATASETS[dataset]
     out = [f"# {dataset}: BLEU by depth\n"]
-    metric = {"tok_bleu": "tokenized BLEU with compound splitting (the paper's metric)",
-              "sacrebleu": "detokenised sacreBLEU",
-              "sacrebleu_avg": "detokenised sacreBLEU, averaged over directions"}[MAIN_METRIC[dataset]]
+    metric = METRICS[declared.metric]
     out.append(f"BLEU: {metric}; the paper's number in parentheses where it reports one.\n")
-    if dataset == "opus100":
+    if declared.multilingual:
         out.append("| model | layers | X->En | En->X | Avg |")
         out.append("|---|---|---|---|---|")
         for row in sorted(rows, key=lambda r: (r["label"], r["layers"])):
@@ -311,7 +311,7 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
                     runs = index.get((label, n, m))
                     cells.append(_cell(runs) + (_paper(runs[0]["paper_bleu"]) if runs else ""))
                 out.append(f"| {label} | " + " | ".join(cells) + " |")
-        if MAIN_METRIC[dataset] != "sacrebleu":
+        if declared.metric != "sacrebleu":
             out.append("\nDetokenised sacreBLEU of the same runs:\n")
             out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
             out.append("|---|" + "---|" * len(depths))
@@ -324,12 +324,13 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
                    "(in their worst direction; a model that ignores its source writes the same "
                    "few sentences for every input):\n")
         out.extend(f"- {r['run']}: {r['distinct_share']:.1%} distinct" for r in collapsed)
-    if PAPER.get(dataset):
+    if declared.paper:
         out.append("\nThe paper's numbers:\n")
-        for ref in PAPER[dataset]:
+        for ref in declared.paper:
             value = "diverged" if ref.bleu is None else ref.bleu
             out.append(f"- {ref.label} {ref.encoder_layers}L-{ref.decoder_layers}L: {value}")
-    out.append(f"\n{NOTES[dataset]}")
+    if declared.note:
+        out.append(f"\n{declared.note}")
     problems = [r for r in rows if r["status"] != "ok"]
     if problems:
         out.append("\nRuns that did not finish:\n")
@@ -380,15 +381,7 @@ def depth_points(rows: List[Dict], label: str) -> List[Dict]:
 
 
 def plot(path: str, dataset: str, rows: List[Dict]) -> None:
-    import logging
-
-    # before matplotlib's import, which logs its set-up at DEBUG: fairseq, imported by the
-    # sweep, sets the root logger to DEBUG (diagnostics.common.pyplot)
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -404,13 +397,14 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
         if bad:
             ax.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
                     clip_on=False, label=f"{label}: diverged/failed")
-    for ref in PAPER.get(dataset, []):
+    paper = DATASETS[dataset].paper
+    for ref in paper:
         if ref.bleu is not None:
             ax.plot(ref.encoder_layers + ref.decoder_layers, ref.bleu, "o", mfc="none",
                     color=colours.get(ref.method, "grey"), markersize=9)
-    if any(ref.bleu is not None for ref in PAPER.get(dataset, [])):
+    if any(ref.bleu is not None for ref in paper):
         ax.plot([], [], "o", mfc="none", color="grey", label="paper")
-    if dataset == "opus100":
+    if DATASETS[dataset].multilingual:
         for label, (a, b) in fits(rows).items():
             ds = sorted({r["layers"] for r in rows if r["label"] == label})
             xs = [ds[0] * (ds[-1] / ds[0]) ** (i / 50) for i in range(51)]
@@ -419,7 +413,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     ax.set_xscale("log")
     # Plain layer counts at the measured and the paper's depths, not 3x10^1-style log ticks.
     depths = sorted({r["layers"] for r in rows} | {ref.encoder_layers + ref.decoder_layers
-                                                   for ref in PAPER.get(dataset, [])})
+                                                   for ref in paper})
     ax.set_xticks(depths, [str(d) for d in depths])
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax.set_xlabel("layers (encoder + decoder)")
@@ -440,10 +434,7 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
     groups = dict(grouped({r["label"] for r in rows}))
     if len(groups) < 2:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     import matplotlib.ticker
 
     depths = sorted({r["layers"] for r in rows})
@@ -494,7 +485,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.report",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", required=True, choices=sorted(MAIN_METRIC))
+    parser.add_argument("--dataset", required=True, choices=list(DATASETS))
     parser.add_argument("--runs", required=True, help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")
     parser.add_argument("--data", help="the runs' binarised data (one language pair): mark the "

@@ -180,7 +180,7 @@ Its files, command, date and machine:
 [wmt17-mini](wmt17-mini/README.md); what it shows:
 [docs/findings.md](../docs/findings.md#table-1s-pattern-on-real-text). Tokenized BLEU, the
 share of the 1,000 test translations that are distinct, and the last validation loss in bits
-(a uniform guess over the 4,008-entry dictionary is 11.97). Seeds 1 to 3 of these cells, run
+(label-smoothed cross-entropy; a uniform guess over the 4,008-entry dictionary is 11.97). Seeds 1 to 3 of these cells, run
 again later, are in the table above; a seed and the floating-point order move a cell by up to
 2.8 BLEU.
 """
@@ -191,8 +191,8 @@ LR_TRANSFER_INTRO = """\
 Does the peak learning rate tuned at 6L-6L stay the best deeper, with CompleteP or Depth-muP
 (`--depth-transfer`)? The cells are Table 1's mini ones (Multi30k, 64 wide, 1,000 updates of
 1,024 tokens) with only the peak learning rate varied, run from 2026-11-25 on; the study is in
-progress (the 18L-18L cells of the other methods and the 50L-50L ones are still to come). Each
-cell: the learning rate, then the last validation loss (bits) and tokenized BLEU; the optimum
+progress (the 50L-50L and 100L-100L cells are coming in). Each cell: the learning rate, then
+the last validation loss (label-smoothed cross-entropy, bits per token) and tokenized BLEU; the optimum
 is the rate of the lowest loss, and its drift is its ratio to the shallowest depth's. The runs,
 the plot, Adam's epsilon check and how to go on: [depth-transfer](depth-transfer/README.md);
 what it shows so far: [docs/findings.md](../docs/findings.md#depth-transfer).

@@ -54,8 +54,11 @@ def test_cli_errors(tmp_path, capsys, argv, message):
     assert stop.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_the_quickstart_counts_its_distinct_translations_in_words():
-    from deepnet_fairseq.recipes.quickstart import distinct_translations
+def test_counts_are_said_in_words_that_agree_with_them():
+    from deepnet_fairseq.recipes.distinct import counted, report
 
-    assert distinct_translations(1) == "1 distinct translation"  # the smoke model's count
-    assert distinct_translations(973) == "973 distinct translations"
+    assert counted(1, "distinct translation") == "1 distinct translation"  # the smoke model's
+    assert counted(973, "distinct translation") == "973 distinct translations"
+    one = {"distinct": 1, "sentences": 1, "distinct_share": 1.0, "most_frequent": "x",
+           "most_frequent_count": 1}
+    assert report(one) == "1 distinct hypothesis for 1 test sentence (100.0 %)"
