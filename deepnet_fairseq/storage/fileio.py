@@ -89,6 +89,18 @@ def _readable_as_umask_says(path: str) -> None:
 # ---- files written whole or not at all ----------------------------------------------------
 
 @contextlib.contextmanager
+def naming(path: str):
+    """Within the block, an OSError that names no file (a write on a full disk, a temporary's
+    creation) is raised again naming PATH, the output it was for."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and err.errno is not None:
+            raise OSError(err.errno, err.strerror, path) from err
+        raise
+
+
+@contextlib.contextmanager
 def atomic_open(path: str, mode: str = "w", inputs=()):
     """Open a temporary file beside ``path``; rename it to ``path`` only if the block succeeds.
     ``inputs``: the files the command reads, which ``path`` may not be (``check_output``). The
@@ -97,17 +109,14 @@ def atomic_open(path: str, mode: str = "w", inputs=()):
     directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        remove_stale_temporaries(path)
-        handle, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(path))
-        _readable_as_umask_says(tmp)
-        with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
-            yield out
-        os.replace(tmp, path)
-    except OSError as err:
-        if err.filename is None and err.errno is not None:  # a write (a full disk): name the file
-            raise OSError(err.errno, err.strerror, path) from err
-        raise
+        with naming(path):
+            os.makedirs(directory, exist_ok=True)
+            remove_stale_temporaries(path)
+            handle, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(path))
+            _readable_as_umask_says(tmp)
+            with os.fdopen(handle, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as out:
+                yield out
+            os.replace(tmp, path)
     finally:
         if tmp is not None and os.path.exists(tmp):
             os.remove(tmp)
@@ -248,8 +257,8 @@ def directory_published(output_dir: str, kind: str):
     parent = os.path.dirname(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
     remove_stale_temporaries(output_dir, kind)
-    with tempfile.TemporaryDirectory(dir=parent,
-                                     prefix=temporary_prefix(output_dir, kind)) as tmp:
+    with naming(output_dir), tempfile.TemporaryDirectory(
+            dir=parent, prefix=temporary_prefix(output_dir, kind)) as tmp:
         built = os.path.join(tmp, "built")
         os.makedirs(built)
         yield built
