@@ -16,7 +16,7 @@ Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged
   last validation loss against depth, DeepNet as the grey reference in each.
 
 With ``--data BIN`` (a single-pair binarised directory, as the sweep passes), a run that
-trained but whose last validation loss is not below the source-blind baseline (the entropy of
+trained but whose last validation nll is not below the source-blind baseline (the entropy of
 the validation targets' unigram distribution, the loss of a model that ignores its source)
 minus ``--margin`` bits is marked **stalled**, as ``deepnet-depth-study`` marks its runs.
 
@@ -186,10 +186,13 @@ def source_blind_baseline(data: str) -> float:
 
 
 def mark_stalled(rows: List[Dict], baseline: float, margin: float = DEFAULT_MARGIN) -> None:
-    """Set each row's ``stalled``: trained (ok) but its last validation loss not below
-    ``baseline - margin`` bits."""
+    """Set each row's ``stalled``: trained (ok) but its last validation nll not below
+    ``baseline - margin`` bits. The baseline is a cross-entropy of the references, so it is
+    compared with the nll, not with the label-smoothed loss (higher by the smoothing's share);
+    records written before the nll was kept give only the loss."""
     for row in rows:
-        loss = row["last_valid_loss"]
+        nll = row.get("last_valid_nll")
+        loss = nll if nll not in (None, "") else row["last_valid_loss"]
         row["stalled"] = (row["status"] == "ok" and loss not in (None, "")
                           and not float(loss) < baseline - margin)
 

@@ -2,6 +2,7 @@
 the results table, CSV, plot and log fit. The shell scripts themselves:
 integration/test_recipe_scripts.py."""
 
+import csv
 import json
 import math
 import os
@@ -207,13 +208,21 @@ def test_runs_at_the_source_blind_loss_are_marked_stalled(tmp_path, toy_data):
     runs = tmp_path / "runs"
     _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 20.0)
     _fake_run(runs, "admin-18L-18L", "admin", 18, "ok", 1.0)
-    for name, loss in (("deepnet-6L-6L", by_hand - 0.6), ("admin-18L-18L", by_hand - 0.4)):
+    _fake_run(runs, "pre_ln-6L-6L", "pre_ln", 6, "ok", 12.0)
+    # the nll decides where the record has it: pre_ln's label-smoothed loss is above the line,
+    # its nll (what the baseline is comparable with) below it
+    for name, loss, nll in (("deepnet-6L-6L", by_hand - 0.6, None),
+                            ("admin-18L-18L", by_hand - 0.4, None),
+                            ("pre_ln-6L-6L", by_hand - 0.2, by_hand - 0.7)):
         status = json.loads((runs / name / "status.json").read_text())
-        (runs / name / "status.json").write_text(json.dumps({**status, "last_valid_loss": loss}))
+        (runs / name / "status.json").write_text(json.dumps(
+            {**status, "last_valid_loss": loss, "last_valid_nll": nll}))
     report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out"),
                  "--data", str(toy_data)])
     table = (tmp_path / "out" / "table.md").read_text()
     assert "| admin |  | 1.0 (stalled) |" in table and "| deepnet | 20.0 (paper 27.8) |  |" in table
+    rows = {r["method"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert rows["pre_ln"]["stalled"] == "False" and rows["admin"]["stalled"] == "True"
     with pytest.raises(SystemExit):  # not one pair's binarised data: said, nothing written
         report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "o2"),
                      "--data", str(tmp_path)])
