@@ -1,9 +1,9 @@
-"""The reproduction recipes' runtime (``scripts/wmt17``, ``scripts/opus100``, ``scripts/iwslt14``,
-``scripts/quickstart.sh``): ``python -m deepnet_fairseq.recipes DATASET STEP`` (settings,
-launch layout, memory plan, runs), the quickstart, corpus cleaning, run classification, scoring,
-multi-direction decoding and the result table / CSV / plot. The helpers are small CLIs too:
-``python -m deepnet_fairseq.recipes.<module> --help``. Nothing in the plugin imports this
-package.
+"""The reproduction recipes' runtime (``scripts/<dataset>/``, one per declaration in
+``datasets/``, and ``scripts/quickstart.sh``): ``python -m deepnet_fairseq.recipes DATASET
+STEP`` (settings, launch layout, memory plan, runs), the quickstart, corpus cleaning, run
+classification, scoring, multi-direction decoding and the result table / CSV / plot. The
+helpers are small CLIs too: ``python -m deepnet_fairseq.recipes.<module> --help``. Nothing in
+the plugin imports this package.
 """
 
 # the recipes' file writers are the plugin's (fileio), re-exported for the recipes' modules

@@ -2,8 +2,9 @@
 or ``python -m deepnet_fairseq.recipes quickstart [--dry-run]`` (``quickstart.py``: the wmt17
 recipe at the quickstart size, every step).
 
-DATASET is wmt17, opus100 or iwslt14; STEP is prepare (``prepare``: download or local text,
-cleaning, sentencepiece, fairseq-preprocess), train, evaluate or sweep (``runner``). The
+DATASET is one declared in ``datasets/`` (``--help`` lists them: wmt17, opus100, iwslt14,
+parallel); STEP is prepare (``prepare``: download or local text, cleaning, sentencepiece,
+fairseq-preprocess), train, evaluate or sweep (``runner``). The
 scripts in scripts/ hand over to it; ``--dry-run`` prints the resolved settings, the process
 layout, the memory plan and the command, and runs nothing. Errors end in one line: a bad setting or a directory
 the recipes may not touch (exit status 2), a full disk or an unwritable path (1).
@@ -17,7 +18,8 @@ import sys
 from ..processes import Interrupted, signals_interrupt
 from . import prepare, runner
 from .launch import print_settings
-from .settings import DATASETS, SettingError, help_text, home, resolve
+from .datasets import DATASETS
+from .settings import SettingError, help_text, home, resolve
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error
 
@@ -29,7 +31,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repo", default=home(),
                         help="where runs/ goes unless DEEPNET_WORK says: the checkout this "
                              "package is in, or the current directory for an installed copy")
-    parser.add_argument("dataset", choices=DATASETS)
+    parser.add_argument("dataset", choices=list(DATASETS))
     parser.add_argument("step", choices=("prepare", "train", "evaluate", "sweep"))
     parser.add_argument("--dry-run", action="store_true",
                         help="print the settings, layout and command; run nothing")

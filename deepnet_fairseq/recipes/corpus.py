@@ -25,12 +25,10 @@ import sys
 
 from .. import spm
 from .clean import clean
+from .rawtext import SPLITS
 from ..storage.directories import NotOurs, building, publish
 from ..storage.fileio import create_new
 from .workers import cores, run_all
-
-SPLITS = ("train", "valid", "test")
-
 
 _PROCESSORS = {}  # the sentencepiece model, loaded once per process (one file's worker, or all files)
 

@@ -114,9 +114,10 @@ def gpu_memory_gb() -> Optional[float]:
 
 
 def dictionary_size(cfg: Settings) -> int:
-    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for OPUS-100
-    one language token per language (about 100); a few entries either way change little."""
-    return cfg.int("VOCAB") + 4 + (100 if cfg.dataset == "opus100" else 0)
+    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for a
+    multilingual dataset one language token per language (OPUS-100: about 100); a few entries
+    either way change little."""
+    return cfg.int("VOCAB") + 4 + (100 if cfg.declaration.multilingual else 0)
 
 
 # what every CPU process holds whatever its batch, in bytes a parameter: fp32 weights, their
@@ -280,7 +281,7 @@ def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
 
 def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
     """fairseq-train's task options for the dataset."""
-    if cfg.dataset == "opus100":
+    if cfg.declaration.multilingual:
         return ["--task", "translation_multi_simple_epoch",
                 "--langs", _bin_list(cfg, "langs.txt", dry_run),
                 "--lang-pairs", _bin_list(cfg, "lang_pairs.txt", dry_run),
@@ -439,7 +440,7 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     from .. import USER_DIR
 
     where = paths(cfg)
-    if cfg.dataset == "opus100":
+    if cfg.declaration.multilingual:
         directions = _bin_list(cfg, "lang_pairs.txt", dry_run)
         task = ["--task", "translation_multi_simple_epoch",
                 "--langs", _bin_list(cfg, "langs.txt", dry_run), "--lang-pairs", directions,

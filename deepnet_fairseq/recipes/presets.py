@@ -1,5 +1,6 @@
-"""Every default of the recipes, as data: the datasets (their papers' settings), the sizes, the
-model widths and the machines, inside the package so that an installed copy needs no checkout.
+"""Every default of the recipes, as data: the sizes, the model widths and the machines here,
+the datasets' (their papers' settings) in their declarations (``datasets/<name>.py``), inside
+the package so that an installed copy needs no checkout.
 
 Each value carries its provenance tag and the reason for it:
 
@@ -21,167 +22,10 @@ tables.
 """
 
 import sys
-from dataclasses import dataclass
-from typing import Dict, List, Tuple
 
 from ..methods import TINY_SIZE
-
-PAPER, ADMIN, CHOSEN = "paper", "admin-torch", "chosen"
-
-
-@dataclass(frozen=True)
-class Value:
-    value: str
-    tag: str  # PAPER | ADMIN | CHOSEN
-    why: str
-
-
-class Preset:
-    """One named set of defaults: a dataset, a size, a model width or a machine."""
-
-    def __init__(self, kind: str, name: str, about: str, rows: List[Tuple[str, str, str, str]]):
-        self.kind, self.name, self.about = kind, name, about
-        self.values: Dict[str, Value] = {}
-        for setting, value, tag, why in rows:
-            assert setting not in self.values, f"{kind} {name}: {setting} twice"
-            self.values[setting] = Value(value, tag, why)
-
-    def source(self, setting: str) -> str:
-        """Where a value came from, as --dry-run shows it: ``dataset wmt17 [admin-torch]``."""
-        return f"{self.kind} {self.name} [{self.values[setting].tag}]"
-
-
-WMT17 = Preset("dataset", "wmt17", (
-    "WMT-17 En-De (the paper's Table 1): data, optimisation, schedule and evaluation. Model "
-    'width: MODEL; machine: DEVICE. [admin-torch]: the '
-    "paper's own training setting, which the DeepNet authors shared with the Admin authors, who "
-    'publish it in microsoft/admin-torch (example/README.md, "Comparison with original Admin '
-    'and DeepNet on WMT\'17 En-De"; example/train_wmt_en-de_huge_batch.sh). They report that '
-    'DeepNet at 100L-100L FAILS with a regular 8 x 4,096-token batch and trains with this 128 x '
-    '4,096 one: keep TOKENS_PER_UPDATE at 524288 whatever the number of GPUs (the recipes raise '
-    '--update-freq to keep it). That script also seeds 1111, uses --memory-efficient-fp16 and '
-    '--threshold-loss-scale 0.0625, which the recipes do not.'
-), [
-    ('MODEL', 'base', PAPER, 'Table 1 models are 512-2048-8'),
-    ('SRC', 'en', PAPER, 'En->De'),
-    ('TGT', 'de', PAPER, 'with SRC'),
-    ('DEPTHS', '6 18 50 100', PAPER, 'Table 1 columns, layers per side (6L-6L ... 100L-100L)'),
-    ('METHODS', 'deepnet post_ln pre_ln', PAPER,
-     'Table 1 rows available in deepnet_fairseq.methods'),
-    ('VOCAB', '32000', CHOSEN, 'joint sentencepiece size usual for WMT En-De'),
-    ('SPM_SENTENCES', '10000000', CHOSEN, 'sentences sampled to train sentencepiece'),
-    ('TRAIN_LINES', '0', CHOSEN, '0 = all of the ~5.9M sentence pairs'),
-    ('VALID_LINES', '0', PAPER, 'all of newstest2016'),
-    ('TEST_LINES', '0', PAPER, 'all of newstest2017'),
-    ('MAX_LEN', '250', CHOSEN, 'drop pairs longer than 250 words (Moses clean-corpus custom)'),
-    ('LEN_RATIO', '1.5', CHOSEN, 'drop pairs whose word-count ratio exceeds 1.5 (ditto)'),
-    ('LR', '1.5e-3', ADMIN, "the DeepNet authors' WMT-17 setting (see above): --lr 0.0015"),
-    ('WARMUP', '4000', ADMIN, 'inverse_sqrt, --warmup-updates 4000 ...'),
-    ('WARMUP_INIT_LR', '1e-7', ADMIN, '... from --warmup-init-lr 1e-07'),
-    ('ADAM_BETAS', '(0.9, 0.98)', ADMIN, "--adam-betas '(0.9, 0.98)'"),
-    ('CLIP_NORM', '0.0', ADMIN, '--clip-norm 0.0 (no clipping)'),
-    ('WEIGHT_DECAY', '0.0001', ADMIN, '--weight-decay 0.0001'),
-    ('DROPOUT', '0.4', ADMIN, '--dropout 0.4'),
-    ('LABEL_SMOOTHING', '0.1', ADMIN, '--label-smoothing 0.1'),
-    ('TOKENS_PER_UPDATE', '524288', ADMIN,
-     '128 x 4,096 tokens per update (there: 8 GPUs x 2,048 x update-freq 32)'),
-    ('MAX_UPDATE', '100000', ADMIN, '--max-update 100000'),
-    ('FP16_SCALE_WINDOW', '256', ADMIN,
-     'fp16 with --fp16-scale-window 256 (PRECISION=fp16 on CUDA)'),
-    ('MAX_EPOCH', '0', CHOSEN, '0 = no epoch limit (MAX_UPDATE decides)'),
-    ('SAVE_INTERVAL_UPDATES', '2000', CHOSEN, 'update checkpoints every 2000 updates ...'),
-    ('AVERAGE_LAST', '5', CHOSEN, '... and the last 5 are averaged for evaluation'),
-    ('BEAM', '5', CHOSEN, "fairseq's usual beam; the paper does not state its own as text"),
-    ('LENPEN', '1.0', CHOSEN, 'fairseq default length penalty (ditto)'),
-    ('MAX_LEN_A', '1.2', CHOSEN,
-     'hypotheses at most 1.2 x source + 10 tokens (fairseq WMT examples)'),
-    ('MAX_LEN_B', '10', CHOSEN, 'with MAX_LEN_A'),
-    ('TOKENIZED_BLEU', '1', PAPER, "Table 1 reports fairseq's tokenized BLEU"),
-    ('COMPOUND_SPLIT', '1', PAPER,
-     "tokenized BLEU with compound splitting, fairseq's WMT En-De practice"),
-])
-
-OPUS100 = Preset("dataset", "opus100", (
-    "OPUS-100 (the paper's Table 2 and Figure 8): one many-to-many model over English-centric "
-    'pairs.'
-), [
-    ('MODEL', 'base', PAPER, '512-2048-8 at every depth, up to 1000L (500L-500L)'),
-    ('LANGS', 'all', PAPER, 'all 99 pairs of OPUS-100 v1.0 with English; or e.g. "de fr cs"'),
-    ('DEPTHS', '6 12 24 50 100 250 500', CHOSEN,
-     '12 to 1000 layers in all, the range of Figure 8 (points chosen)'),
-    ('METHODS', 'deepnet', PAPER, 'Figure 8 is DeepNet; add pre_ln/post_ln for baselines'),
-    ('VOCAB', '64000', CHOSEN, 'one joint sentencepiece model for 100 languages'),
-    ('SPM_SENTENCES', '10000000', CHOSEN, 'sentences sampled to train sentencepiece'),
-    ('TRAIN_LINES', '0', PAPER, '0 = every training pair (up to 1M per language pair)'),
-    ('VALID_LINES', '0', PAPER, 'the official dev sets'),
-    ('TEST_LINES', '0', PAPER, 'the official 2,000-sentence test sets'),
-    ('MAX_LEN', '250', CHOSEN, 'drop pairs longer than 250 words'),
-    ('LEN_RATIO', '3.0', CHOSEN, 'lenient: word counts differ a lot across scripts'),
-    ('TEMPERATURE', '5', CHOSEN, 'temperature sampling over pairs, T=5 (common for OPUS-100)'),
-    ('LR', '5e-4', CHOSEN, 'not given as text in the paper'),
-    ('WARMUP', '4000', CHOSEN, 'inverse_sqrt warmup of the fairseq translation examples'),
-    ('WARMUP_INIT_LR', '1e-7', CHOSEN, 'inverse_sqrt warmup from 1e-7 (fairseq examples)'),
-    ('ADAM_BETAS', '(0.9, 0.98)', CHOSEN, 'Adam betas of the fairseq translation examples'),
-    ('CLIP_NORM', '0.0', CHOSEN, 'no clipping, as the WMT-17 setting'),
-    ('WEIGHT_DECAY', '0.0', CHOSEN, 'large data, no decay'),
-    ('DROPOUT', '0.1', CHOSEN, 'large data: little regularisation needed'),
-    ('LABEL_SMOOTHING', '0.1', CHOSEN,
-     "the usual label smoothing of fairseq's translation examples"),
-    ('TOKENS_PER_UPDATE', '262144', CHOSEN, '8 GPUs x 4096 tokens x update-freq 8'),
-    ('MAX_UPDATE', '0', CHOSEN, '0 = no update limit (MAX_EPOCH decides)'),
-    ('MAX_EPOCH', '4', PAPER, 'the 1000L model trained 4 epochs; chosen for every depth'),
-    ('SAVE_INTERVAL_UPDATES', '5000', CHOSEN, 'a checkpoint about every hour on 8 GPUs ...'),
-    ('AVERAGE_LAST', '5', CHOSEN, '... the last 5 averaged for evaluation, as for WMT-17'),
-    ('BEAM', '5', CHOSEN, 'the paper does not state it as text'),
-    ('LENPEN', '1.0', CHOSEN, "fairseq's default length penalty"),
-    ('MAX_LEN_A', '1.2', CHOSEN,
-     'hypotheses at most 1.2 x source + 10 tokens (fairseq WMT examples)'),
-    ('MAX_LEN_B', '10', CHOSEN, 'with MAX_LEN_A'),
-    ('OPUS_URL', 'https://object.pouta.csc.fi/OPUS-100/v1.0/opus-100-corpus-v1.0.tar.gz', PAPER,
-     'the OPUS-100 v1.0 release (Zhang et al. 2020)'),
-])
-
-IWSLT14 = Preset("dataset", "iwslt14", (
-    "IWSLT-14 De-En (the paper's Figure 6): a depth sweep that fits one GPU."
-), [
-    ('MODEL', 'iwslt', CHOSEN,
-     "fairseq's IWSLT width 512-1024-4 (the figure's width is not restated here)"),
-    ('SRC', 'de', PAPER, 'De->En'),
-    ('TGT', 'en', PAPER, 'with SRC'),
-    ('DEPTHS', '10 20 50 100', CHOSEN, 'layers per side, spanning the depths of Figure 6'),
-    ('METHODS', 'deepnet post_ln pre_ln', PAPER,
-     'Figure 6 compares DeepNet with Post-LN and Pre-LN'),
-    ('VOCAB', '10000', CHOSEN, 'joint sentencepiece size for ~160k sentence pairs'),
-    ('SPM_SENTENCES', '10000000', CHOSEN,
-     'sentences sampled to train sentencepiece (every sentence of IWSLT-14)'),
-    ('TRAIN_LINES', '0', CHOSEN, '0 = all'),
-    ('VALID_LINES', '0', CHOSEN, 'with TRAIN_LINES'),
-    ('TEST_LINES', '0', CHOSEN, 'with VALID_LINES'),
-    ('MAX_LEN', '250', CHOSEN, 'drop pairs longer than 250 words (Moses clean-corpus custom)'),
-    ('LEN_RATIO', '1.5', CHOSEN, 'drop pairs whose word-count ratio exceeds 1.5 (ditto)'),
-    ('LR', '5e-4', CHOSEN, 'fairseq IWSLT recipe'),
-    ('WARMUP', '4000', CHOSEN, "inverse_sqrt warmup of fairseq's IWSLT recipe"),
-    ('WARMUP_INIT_LR', '1e-7', CHOSEN, 'inverse_sqrt warmup from 1e-7 (fairseq examples)'),
-    ('ADAM_BETAS', '(0.9, 0.98)', CHOSEN, "Adam betas of fairseq's IWSLT recipe"),
-    ('CLIP_NORM', '0.0', CHOSEN, "no clipping, as fairseq's IWSLT recipe"),
-    ('WEIGHT_DECAY', '0.0001', CHOSEN, 'fairseq IWSLT recipe'),
-    ('DROPOUT', '0.3', CHOSEN, 'fairseq IWSLT recipe (small data)'),
-    ('LABEL_SMOOTHING', '0.1', CHOSEN, "label smoothing of fairseq's IWSLT recipe"),
-    ('TOKENS_PER_UPDATE', '4096', CHOSEN, 'one GPU, 4096 tokens'),
-    ('MAX_UPDATE', '50000', CHOSEN, 'about 70 epochs of IWSLT-14 at 4,096 tokens per update'),
-    ('MAX_EPOCH', '0', CHOSEN, '0 = no epoch limit (MAX_UPDATE decides)'),
-    ('SAVE_INTERVAL_UPDATES', '1000', CHOSEN, 'a checkpoint every 1,000 updates ...'),
-    ('AVERAGE_LAST', '5', CHOSEN, '... the last 5 averaged for evaluation'),
-    ('BEAM', '5', CHOSEN, "fairseq's usual beam"),
-    ('LENPEN', '1.0', CHOSEN, "fairseq's default length penalty"),
-    ('MAX_LEN_A', '1.2', CHOSEN,
-     'hypotheses at most 1.2 x source + 10 tokens (fairseq WMT examples)'),
-    ('MAX_LEN_B', '10', CHOSEN, 'with MAX_LEN_A'),
-    ('TOKENIZED_BLEU', '0', CHOSEN, 'report detokenised sacreBLEU only'),
-    ('COMPOUND_SPLIT', '0', CHOSEN, 'English target: no compounds to split'),
-    ('IWSLT_URL', 'http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz', CHOSEN,
-     "fairseq's mirror of the IWSLT-14 de-en archive"),
-])
+from .datasets import DATASETS
+from .provenance import ADMIN, CHOSEN, PAPER, Preset, Value  # noqa: F401  (presets.PAPER, ...)
 
 MINI = Preset("size", "mini", (
     "SIZE=mini: the paper's Table 1 pattern on real text that ships with the repository. "
@@ -368,24 +212,29 @@ CPU = Preset("machine", "cpu", (
     ('NUM_WORKERS', '0', CHOSEN, 'load data in the training process (few cores)'),
 ])
 
-DATASETS = {p.name: p for p in (WMT17, OPUS100, IWSLT14)}
 SIZES = {p.name: p for p in (MINI, SMOKE, QUICKSTART, QUICKSTART_CUDA)}  # SIZE=full: the dataset's own values
 MODELS = {p.name: p for p in (BASE, IWSLT, TINY)}
 MACHINES = {p.name: p for p in (CUDA, CPU)}
-ALL = (*DATASETS.values(), *SIZES.values(), *MODELS.values(), *MACHINES.values())
+
+
+def every() -> tuple:
+    """Every preset: the datasets' (from their declarations), then this module's."""
+    return (*(d.preset for d in DATASETS.values()), *SIZES.values(), *MODELS.values(),
+            *MACHINES.values())
 
 
 def markdown() -> str:
     """docs/presets.md: every preset as a table of setting, value, tag and reason."""
     parts = ["# The recipes' presets\n\n"
-             "Generated from `deepnet_fairseq/recipes/presets.py` by `python -m "
+             "Generated from `deepnet_fairseq/recipes/presets.py` and the datasets' "
+             "declarations (`deepnet_fairseq/recipes/datasets/`) by `python -m "
              "deepnet_fairseq.recipes.presets > docs/presets.md` (a test checks that it is "
              "current). A value is taken from the first of: the environment, the size, the "
              "dataset, the model width, the machine, the defaults of `settings.SETTINGS`. Tags: "
              "**paper** (Wang et al. 2022), **admin-torch** (the paper's WMT-17 training "
              "setting, published in microsoft/admin-torch), **chosen** (ours, with the "
              "reason).\n\n"]
-    for preset in ALL:
+    for preset in every():
         parts.append(f"## {preset.kind} `{preset.name}`\n\n{preset.about}\n\n"
                      "| setting | value | tag | why |\n|---|---|---|---|\n")
         parts.extend(f"| `{name}` | `{v.value}` | {v.tag} | {v.why} |\n"

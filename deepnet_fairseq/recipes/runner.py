@@ -387,7 +387,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
 
     results_dir(cfg.dataset, where)
     # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
-    stalled = [] if cfg.dataset == "opus100" else ["--data", where["BIN"]]
+    stalled = [] if cfg.declaration.multilingual else ["--data", where["BIN"]]
     report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],
                  *stalled])
     return 0

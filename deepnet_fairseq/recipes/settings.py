@@ -7,8 +7,8 @@ Where a value comes from, first match wins:
    several HPC systems predefine, and ``PYTHON``): those are read only as ``DEEPNET_WORK`` /
    ``DEEPNET_PYTHON``;
 3. the training settings of the method's declaration (``methods``: T-Fixup's warmup);
-4. the presets (``presets.py``), in this order: the size (SIZE other than full), the dataset,
-   the model width (MODEL), the machine (DEVICE);
+4. the presets (``presets.py``), in this order: the size (SIZE other than full), the dataset
+   (its declaration's preset, ``datasets/``), the model width (MODEL), the machine (DEVICE);
 5. the default below, or a value derived from other settings (``ENC_LAYERS`` from ``LAYERS``).
 
 Every value is checked (numbers are numbers, choices are among the choices). A variable that
@@ -25,14 +25,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import presets
+from .datasets import DATASETS
 from .devices import count_gpus
+from .errors import SettingError
 
 PREFIX = "DEEPNET_"
-DATASETS = ("wmt17", "opus100", "iwslt14")
-
-
-class SettingError(ValueError):
-    """A setting is missing, malformed or unknown; the message says what to do."""
 
 
 @dataclass(frozen=True)
@@ -64,11 +61,17 @@ SETTINGS: Dict[str, Setting] = {
     "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train"),
     "LOCAL_VALID": _s("text", "file stem of the validation text", "valid"),
     "LOCAL_TEST": _s("text", "file stem of the test text", "test"),
+    "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
+                             ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
+                             "/data/train.de and /data/train.en"),
+    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT"),
+    "TEST_TEXT": _s("path", "SOURCE=local: the test text (the references of evaluate), as "
+                            "TRAIN_TEXT"),
     "OPUS_URL": _s("text", "OPUS-100 release archive"),
     "IWSLT_URL": _s("text", "IWSLT-14 de-en archive"),
     "SRC": _s("text", "source language"),
     "TGT": _s("text", "target language"),
-    "LANGS": _s("words", "OPUS-100: non-English languages, or all"),
+    "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all"),
     "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)"),
     "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)"),
     "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)"),
@@ -92,7 +95,7 @@ SETTINGS: Dict[str, Setting] = {
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
     "SEED": _s("int", "fairseq --seed", "1"),
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100"),
-    "TEMPERATURE": _s("float", "OPUS-100: sampling temperature over pairs"),
+    "TEMPERATURE": _s("float", "multilingual datasets: sampling temperature over pairs"),
     # model width
     "EMBED_DIM": _s("int", "model width"),
     "FFN_DIM": _s("int", "feed-forward width"),
@@ -157,17 +160,23 @@ GROUPS = (("what to run, where", "SIZE"), ("data", "SOURCE"), ("the run", "METHO
 
 
 def help_text(width: int = 100) -> str:
-    """Every setting, from the declarations above: the list the recipes' ``--help`` prints
-    (``python -m deepnet_fairseq.recipes --help``, ``bash scripts/DATASET/STEP.sh --help``), so
-    that a setting is documented where it is declared."""
+    """The datasets and every setting, from their declarations: the list the recipes'
+    ``--help`` prints (``python -m deepnet_fairseq.recipes --help``, ``bash
+    scripts/DATASET/STEP.sh --help``), so that each is documented where it is declared."""
     import textwrap
 
+    lines = ["Datasets (deepnet_fairseq/recipes/datasets/, one file each):"]
+    column = max(map(len, DATASETS)) + 2
+    for dataset in DATASETS.values():
+        lines.extend(textwrap.wrap(f"{dataset.about}; {dataset.languages}", width,
+                                   initial_indent=f"   {dataset.name:<{column}}",
+                                   subsequent_indent=" " * (3 + column)))
     names = list(SETTINGS)
     starts = {first: heading for heading, first in GROUPS}
     shown = {name: (PREFIX if SETTINGS[name].prefix_only else "") + name for name in names}
+    lines += textwrap.wrap(f"Settings ({PREFIX}<NAME> or <NAME> in the environment; [default]; "
+                           "the presets' values: --dry-run, docs/presets.md):", width)
     column = max(map(len, shown.values())) + 2
-    lines = textwrap.wrap(f"Settings ({PREFIX}<NAME> or <NAME> in the environment; [default]; "
-                          "the presets' values: --dry-run, docs/presets.md):", width)
     for name in names:
         if name in starts:
             lines.append(f" {starts[name]}:")
@@ -196,6 +205,11 @@ class Settings:
     sources: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
 
+    @property
+    def declaration(self):
+        """The dataset's declaration (``datasets.Dataset``): what the steps ask of a dataset."""
+        return DATASETS[self.dataset]
+
     def __contains__(self, name: str) -> bool:
         return name in self.values
 
@@ -203,9 +217,9 @@ class Settings:
         if name not in SETTINGS:
             raise KeyError(name)  # a programming error, not a user's
         if name not in self.values:
-            raise SettingError(
-                f"{name} is not set: set it in the environment ({name}=... or {PREFIX}{name}=...) "
-                f"or in one of {', '.join(self.files) or 'the config files'}")
+            raise SettingError(f"{name} is not set and dataset {self.dataset} has no default "
+                               f"for it: set it in the environment ({name}=... or "
+                               f"{PREFIX}{name}=...)")
         return self.values[name]
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
@@ -319,7 +333,8 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     ``probe`` counts GPUs when DEVICE=auto and no variable says (devices.count_gpus).
     """
     if dataset not in DATASETS:
-        raise SettingError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)}")
+        raise SettingError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)} (a new "
+                           "one is a file in deepnet_fairseq/recipes/datasets/)")
     problems = unknown_names(env)
     if problems:
         raise SettingError("\n".join(problems))
@@ -361,7 +376,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     deferred = _method_training(cfg)
     if cfg["SIZE"] != "full":
         load(choose(presets.SIZES, "SIZE"))
-    load(presets.DATASETS[dataset])
+    load(DATASETS[dataset].preset)
     load(choose(presets.MODELS, "MODEL"))
     load(presets.MACHINES[cfg["DEVICE"]])
     for name in SETTINGS:
@@ -431,7 +446,12 @@ def check_ranges(cfg: "Settings") -> None:
     if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.int("HEADS") > 0 and \
             cfg.int("EMBED_DIM") % cfg.int("HEADS"):
         bad("EMBED_DIM", f"must be a multiple of HEADS={cfg['HEADS']}")
-    if cfg.dataset != "opus100" and "SRC" in cfg and "TGT" in cfg and cfg["SRC"] == cfg["TGT"]:
+    declaration = cfg.declaration
+    if "SOURCE" in cfg and cfg["SOURCE"] not in declaration.sources:
+        bad("SOURCE", f"dataset {cfg.dataset} reads its text from SOURCE="
+                      f"{' or '.join(declaration.sources)} only")
+    if not declaration.multilingual and "SRC" in cfg and "TGT" in cfg and \
+            cfg["SRC"] == cfg["TGT"]:
         bad("TGT", f"the target language equals the source ({cfg['SRC']}): that is a copy "
                    "task, not translation; set SRC and TGT to two languages")
     if "RUN_NAME" in cfg and run_name_problem(cfg["RUN_NAME"]):

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared start of the reproduction recipes (scripts/{wmt17,opus100,iwslt14}/*.sh); sourced, not
+# Shared start of the recipes (scripts/<dataset>/*.sh, one directory per dataset); sourced, not
 # run. Every step (prepare, train, evaluate, sweep) is Python: python -m deepnet_fairseq.recipes
 # DATASET STEP (deepnet_fairseq/recipes/__main__.py). Settings: docs/running.md, docs/presets.md.
 

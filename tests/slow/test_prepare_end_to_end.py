@@ -8,6 +8,7 @@ import subprocess
 import time
 
 from deepnet_fairseq.recipes import prepare
+from deepnet_fairseq.recipes.datasets import iwslt14, wmt17
 from release_server import lines, multi30k, tgz
 from support import REPO, process_cmdline
 
@@ -29,7 +30,7 @@ def test_iwslt14_download_mode_splits_and_strips_the_release_files(server, tmp_p
     files = {f"de-en/train.tags.de-en.{lang}": lines(*markup, *text[:230], *markup, *text[230:])
              for lang, text in (("de", de), ("en", en))}
     tests = {lang: multi30k("test_2016_flickr", lang, 50) for lang in ("de", "en")}
-    for number, name in enumerate(prepare.IWSLT14_TEST_SETS):
+    for number, name in enumerate(iwslt14.TEST_SETS):
         for lang in ("de", "en"):
             segments = tests[lang][number * 10:(number + 1) * 10]
             files[f"de-en/{name}.de-en.{lang}.xml"] = lines(
@@ -86,21 +87,21 @@ def test_wmt17_download_mode_joins_the_four_corpora(server, tmp_path, monkeypatc
     """The four statmt.org archives, served here. The dev and test sets come through sacrebleu's
     own downloader, which needs the internet: here (only here) its output is replaced."""
     urls, texts = [], {}
-    for number, (url, corpus) in enumerate(zip(prepare.WMT17_ARCHIVES, prepare.WMT17_CORPORA)):
+    for number, (url, corpus) in enumerate(zip(wmt17.ARCHIVES, wmt17.CORPORA)):
         name = os.path.basename(url)
         for lang in ("en", "de"):
             texts[corpus, lang] = multi30k("train", lang, 2000)[number * 500:(number + 1) * 500]
         server.files["/" + name] = tgz({f"training/{corpus}.{lang}": lines(*texts[corpus, lang])
                                         for lang in ("en", "de")})
         urls.append(server.url("/" + name))
-    monkeypatch.setattr(prepare, "WMT17_ARCHIVES", tuple(urls))
+    monkeypatch.setattr(wmt17, "ARCHIVES", tuple(urls))
     sides = {}
 
     def side(test_set, pair, which):
         sides[test_set, which] = lines(*multi30k("val", "en" if which == "src" else "de", 20))
         return [line + b"\n" for line in sides[test_set, which].split(b"\n")[:-1]]
 
-    monkeypatch.setattr(prepare, "_sacrebleu_side", side)
+    monkeypatch.setattr(wmt17, "sacrebleu_side", side)
     from deepnet_fairseq.recipes.settings import resolve
 
     cfg = resolve("wmt17", {"SIZE": "smoke", "DEEPNET_WORK": str(tmp_path), "VOCAB": "600",
@@ -108,7 +109,7 @@ def test_wmt17_download_mode_joins_the_four_corpora(server, tmp_path, monkeypatc
     assert prepare.prepare(cfg) == 0
     raw = tmp_path / "data" / "raw"
     for lang in ("en", "de"):  # the corpora in the paper's order, cut at TRAIN_LINES
-        joined = [line for corpus in prepare.WMT17_CORPORA for line in texts[corpus, lang]]
+        joined = [line for corpus in wmt17.CORPORA for line in texts[corpus, lang]]
         assert read(raw / f"train.en-de.{lang}") == lines(*joined[:1500])
     assert read(raw / "test.en-de.de") == sides["wmt17", "ref"]
     assert (tmp_path / "data" / "bin" / ".done").exists()

@@ -13,6 +13,7 @@ import pytest
 from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings
+from deepnet_fairseq.recipes.datasets import DATASETS
 from deepnet_fairseq.storage import directories as workdir
 from deepnet_fairseq.recipes.devices import count_gpus
 from deepnet_fairseq.recipes.settings import SettingError
@@ -266,7 +267,7 @@ def test_an_installed_copy_needs_no_checkout(tmp_path):
     assert cfg["WORK"] == str(tmp_path / "runs" / "wmt17-mini")
 
 
-@pytest.mark.parametrize("preset", presets.ALL, ids=lambda p: f"{p.kind}-{p.name}")
+@pytest.mark.parametrize("preset", presets.every(), ids=lambda p: f"{p.kind}-{p.name}")
 def test_every_preset_value_is_a_valid_setting_with_a_tag_and_a_reason(preset):
     for name, value in preset.values.items():
         assert name in settings.SETTINGS, f"{preset.kind} {preset.name}: {name}"
@@ -280,7 +281,7 @@ def test_the_paper_values_of_table_1_are_tagged_paper():
     expected = {("model", "base"): {"EMBED_DIM": "512", "FFN_DIM": "2048", "HEADS": "8"},
                 ("dataset", "wmt17"): {"SRC": "en", "TGT": "de", "DEPTHS": "6 18 50 100"},
                 ("machine", "cuda"): {"PRECISION": "fp16"}}
-    for preset in presets.ALL:
+    for preset in presets.every():
         for name, value in expected.get((preset.kind, preset.name), {}).items():
             assert (preset.values[name].value, preset.values[name].tag) == (value, presets.PAPER)
 
@@ -310,7 +311,7 @@ def test_wmt17_defaults_are_the_papers_setting_from_admin_torch():
     assert option(cmd, "--warmup-init-lr") == "1e-7" and option(cmd, "--fp16-scale-window") == "256"
     # 8 GPUs x 4,096 tokens x update-freq 16 = 128 x 4,096
     assert layout.tokens_per_update == 128 * 4096
-    assert "FAILS with a regular 8 x 4,096-token batch" in presets.WMT17.about
+    assert "FAILS with a regular 8 x 4,096-token batch" in DATASETS["wmt17"].preset.about
 
 
 def test_docs_presets_md_is_the_presets_as_they_are():

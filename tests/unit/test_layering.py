@@ -19,7 +19,7 @@ LAYERS = [
     ("models", ["models"]),
     ("tasks", ["tasks"]),
     ("tools", ["export", "hf_export", "hub", "average_checkpoints", "spm", "cli",
-               "fairseq_train_compat", "processes"]),
+               "fairseq_train_compat", "processes", "plotting"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),
 ]

@@ -1,0 +1,177 @@
+"""Datasets as declarations (deepnet_fairseq/recipes/datasets/): every step asks the declaration,
+no module outside it names a dataset, and adding a dataset is one file (docs/running.md's
+example, declared here from the page)."""
+
+import ast
+import glob
+import os
+import re
+import sys
+
+import pytest
+
+from deepnet_fairseq.recipes import datasets, launch, prepare, presets, report, settings
+from deepnet_fairseq.recipes.datasets import DATASETS, Dataset
+from deepnet_fairseq.recipes.settings import SettingError
+from support import REPO
+
+PACKAGE = os.path.join(REPO, "deepnet_fairseq")
+DECLARATIONS = os.path.join(PACKAGE, "recipes", "datasets")
+
+
+def test_no_module_outside_the_declarations_names_a_dataset():
+    """A dataset's name as a string anywhere in the package but its declaration (a comparison
+    such as ``cfg.dataset == "opus100"``, a dict keyed by name, a default) is what the
+    declarations replace: ask ``cfg.declaration`` (``.multilingual``, ``.metric``, ...)."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(PACKAGE, "**", "*.py"), recursive=True)):
+        if os.path.commonpath([path, DECLARATIONS]) == DECLARATIONS:
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        found += [f"{os.path.relpath(path, REPO)}:{node.lineno}: {node.value!r}"
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in DATASETS]
+    assert not found, ("dataset names outside deepnet_fairseq/recipes/datasets/ (make it a "
+                       "property of the Dataset declaration):\n" + "\n".join(found))
+
+
+def test_the_scan_finds_a_comparison_by_name(tmp_path):
+    """The scan above sees the kind of test it forbids."""
+    tree = ast.parse('if cfg.dataset == "opus100":\n    pass\n')
+    assert [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)] == ["opus100"]
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_every_declaration_is_complete_and_resolves(name):
+    declared = DATASETS[name]
+    assert os.path.isfile(os.path.join(DECLARATIONS, f"{name}.py"))
+    assert declared.preset.kind == "dataset" and declared.preset.name == name
+    assert declared.metric in datasets.METRICS and declared.about and declared.languages
+    cfg = settings.resolve(name, {"DEVICE": "cpu", "SIZE": "smoke", "SRC": "en", "TGT": "de",
+                                  "SOURCE": "multi30k"}, REPO)
+    assert cfg.declaration is declared
+    # what train and evaluate need of every dataset is set by its preset or the size
+    for setting in ("MODEL", "VOCAB", "LR", "WARMUP", "TOKENS_PER_UPDATE", "BEAM", "MAX_LEN_A",
+                    "METHODS", "DEPTHS", "TOKENIZED_BLEU"):
+        assert setting in cfg, (name, setting)
+    for ref in declared.paper:
+        assert ref.method is None or ref.method in {"deepnet", "post_ln", "pre_ln"}
+
+
+def test_the_declarations_carry_what_the_steps_used_to_test_by_name():
+    """The values the modules once chose by name, now each declaration's."""
+    assert {n: d.metric for n, d in DATASETS.items()} == {
+        "wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu",
+        "parallel": "sacrebleu"}
+    assert [n for n, d in DATASETS.items() if d.multilingual] == ["opus100"]
+    assert list(DATASETS)[:3] == ["wmt17", "opus100", "iwslt14"]  # the paper's order
+    assert len(DATASETS["wmt17"].paper) == 8 and len(DATASETS["opus100"].paper) == 3
+    env = {"DEVICE": "cpu", "SOURCE": "multi30k", "VOCAB": "1000"}
+    opus = settings.resolve("opus100", env, REPO)
+    wmt = settings.resolve("wmt17", env, REPO)
+    assert launch.dictionary_size(opus) == 1104 and launch.dictionary_size(wmt) == 1004
+    assert "translation_multi_simple_epoch" in launch.task_args(opus, dry_run=True)
+    assert launch.task_args(wmt)[:2] == ["--task", "translation"]
+
+
+def test_the_generic_dataset_asks_for_what_it_cannot_guess(tmp_path):
+    env = {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": str(tmp_path)}
+    cfg = settings.resolve("parallel", env, REPO)
+    assert cfg["WORK"] == str(tmp_path) and cfg.sources["SOURCE"] == "dataset parallel [chosen]"
+    with pytest.raises(SettingError, match=r"SRC is not set .*SRC=\.\.\. or DEEPNET_SRC"):
+        launch.task_args(cfg)
+    with pytest.raises(SettingError, match="SOURCE=local or multi30k only"):
+        settings.resolve("parallel", {**env, "SOURCE": "download"}, REPO)
+    with pytest.raises(SettingError, match="copy task"):
+        settings.resolve("parallel", {**env, "SRC": "de", "TGT": "de"}, REPO)
+    with pytest.raises(SettingError, match="unknown dataset 'wmt18'.*parallel.*datasets/"):
+        settings.resolve("wmt18", env, REPO)
+
+
+def test_text_paths_are_read_plain_or_gzipped_and_a_missing_one_is_named(tmp_path):
+    import gzip
+
+    (tmp_path / "train.de").write_bytes(b"a\nb\n")
+    with gzip.open(tmp_path / "train.en.gz", "wb") as f:
+        f.write(b"A\nB")
+    for split in ("valid", "test"):
+        for lang in ("de", "en"):
+            (tmp_path / f"{split}.{lang}").write_bytes(b"x\n")
+    env = {"DEVICE": "cpu", "SRC": "de", "TGT": "en", "DEEPNET_WORK": str(tmp_path / "w"),
+           **{f"{s}_TEXT": str(tmp_path / s.lower()) for s in ("TRAIN", "VALID", "TEST")}}
+    cfg = settings.resolve("parallel", env, REPO)
+    out = tmp_path / "raw"
+    out.mkdir()
+    assert prepare.raw_text(cfg, str(out), print) == ["de-en"]
+    assert (out / "train.de-en.en").read_bytes() == b"A\nB\n"
+    cfg = settings.resolve("parallel", {**env, "TEST_TEXT": str(tmp_path / "nowhere")}, REPO)
+    with pytest.raises(prepare.PrepareError, match=r"nowhere\.de\[\.gz\] not found: set "
+                                                   "TEST_TEXT"):
+        prepare.raw_text(cfg, str(out), print)
+
+
+def test_help_and_the_docs_table_list_every_dataset():
+    text = settings.help_text()
+    for name, declared in DATASETS.items():
+        assert re.search(rf"^   {name} +{re.escape(declared.about[:20])}", text, re.M), name
+        assert f"| `{name}` |" in datasets.markdown_table()
+        assert f"## dataset `{name}`" in presets.markdown()
+
+
+def _example():
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as f:
+        section = f.read().split("## Adding a dataset\n")[1].split("\n## ")[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    return code
+
+
+def test_the_docs_example_is_one_file_that_runs_every_step(tmp_path, monkeypatch, capsys):
+    """docs/running.md's example, as the file it says to add: discovered beside the shipped
+    declarations, it resolves, and train, evaluate and sweep build their commands."""
+    from deepnet_fairseq.recipes import runner
+
+    (tmp_path / "clinical.py").write_text(_example())
+    monkeypatch.setattr(datasets, "__path__", [*datasets.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, f"{datasets.__name__}.clinical", raising=False)
+    found = datasets.discover(datasets.__path__)
+    for module in (datasets, settings, report):  # as a process started with the file there
+        monkeypatch.setattr(module, "DATASETS", found)
+    assert isinstance(found["clinical"], Dataset) and set(found) == {*DATASETS, "clinical"}
+    assert "clinical" in settings.help_text()
+
+    env = {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": str(tmp_path / "work")}
+    cfg = settings.resolve("clinical", env, REPO)
+    assert (cfg["SRC"], cfg["TGT"], cfg["DEPTHS"]) == ("de", "en", "1 2")  # the size wins
+    assert cfg["TRAIN_TEXT"] == "/data/clinical/train"
+    assert cfg.sources["TGT"] == "dataset clinical [chosen]"
+    assert cfg.sources["MAX_LEN"] == "dataset clinical [chosen]"  # from parallel's preset
+    for step in (runner.train, runner.evaluate, runner.sweep):
+        assert step(cfg, env, dry_run=True) == 0
+    out = capsys.readouterr().out
+    assert "--source-lang de --target-lang en" in out
+    table = report.markdown("clinical", [])
+    assert "detokenised sacreBLEU" in table and "paper's numbers" not in table
+    monkeypatch.delitem(sys.modules, f"{datasets.__name__}.clinical")
+
+
+def test_a_file_in_the_directory_without_a_declaration_is_an_error(tmp_path, monkeypatch):
+    (tmp_path / "notes.py").write_text("X = 1\n")
+    monkeypatch.setattr(datasets, "__path__", [*datasets.__path__, str(tmp_path)])
+    with pytest.raises(TypeError, match=r"datasets\.notes must declare DATASET = Dataset\("):
+        datasets.discover(datasets.__path__)
+    monkeypatch.delitem(sys.modules, f"{datasets.__name__}.notes", raising=False)
+
+
+def test_a_declaration_that_cannot_work_is_refused_when_declared():
+    parallel = DATASETS["parallel"]
+    with pytest.raises(ValueError, match="metric 'bleu' is not one of tok_bleu"):
+        Dataset(name="parallel", about="", languages="", preset=parallel.preset,
+                raw_text=parallel.raw_text, metric="bleu")
+    with pytest.raises(ValueError, match="its preset is dataset 'parallel', not dataset 'x'"):
+        Dataset(name="x", about="", languages="", preset=parallel.preset,
+                raw_text=parallel.raw_text)
+    bare = parallel.preset.extend("y", "no sweep", [])
+    bare.values.pop("DEPTHS")
+    with pytest.raises(ValueError, match="does not set DEPTHS"):
+        Dataset(name="y", about="", languages="", preset=bare, raw_text=parallel.raw_text)
