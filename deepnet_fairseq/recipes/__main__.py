@@ -1,6 +1,8 @@
 """The recipes' command line: ``python -m deepnet_fairseq.recipes [--repo REPO] DATASET STEP``,
-or ``python -m deepnet_fairseq.recipes quickstart [--dry-run]`` (``quickstart.py``: the wmt17
-recipe at the quickstart size, every step).
+``python -m deepnet_fairseq.recipes run FILE.toml [--dry-run]`` (an experiment written as a file,
+``configfile.py``: its dataset, its steps in order, its settings; ``configs/`` holds the ones
+``results/`` reports), or ``python -m deepnet_fairseq.recipes quickstart [--dry-run]``
+(``quickstart.py``: the wmt17 recipe at the quickstart size, every step).
 
 DATASET is one declared in ``datasets/`` (``--help`` lists them: wmt17, opus100, iwslt14,
 parallel); STEP is prepare (``prepare``: download or local text, cleaning, sentencepiece,
@@ -16,12 +18,53 @@ import signal
 import sys
 
 from ..processes import Interrupted, signals_interrupt
-from . import prepare, runner
+from . import configfile, prepare, runner
 from .launch import print_settings
 from .datasets import DATASETS
-from .settings import SettingError, help_text, home, resolve
+from .settings import SETTINGS, SettingError, help_text, home, resolve
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error
+
+
+def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
+             save_config: str = "") -> int:
+    cfg = resolve(dataset, os.environ, repo, given=given)
+    print_settings(cfg, step)
+    if save_config:  # what this command was given, not what the presets add
+        configfile.save(save_config, dataset, [step], {
+            name: cfg[name] for name, source in cfg.sources.items()
+            if source.startswith("environment") and not SETTINGS[name].prefix_only})
+        print(f"wrote {save_config}: run it with python -m deepnet_fairseq.recipes run "
+              f"{save_config}", file=sys.stderr)
+    if step == "prepare":
+        if dry_run:
+            return 0
+        with signals_interrupt():  # a killed step removes its temporaries
+            return prepare.prepare(cfg)
+    return {"train": runner.train, "evaluate": runner.evaluate,
+            "sweep": runner.sweep}[step](cfg, os.environ, dry_run)
+
+
+def run_file(argv) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes run",
+                                     description=configfile.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("file", help="an experiment as a TOML file, e.g. configs/quickstart.toml")
+    parser.add_argument("--repo", default=home(), help="as for DATASET STEP")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="every step as a dry run: settings, layout and command; run nothing")
+    args = parser.parse_args(argv)
+
+    def steps() -> int:
+        config = configfile.load(args.file)
+        given = {name: (value, f"config {args.file}") for name, value in config.settings.items()}
+        for step in config.steps:
+            code = run_step(config.dataset, step, args.repo, args.dry_run, given)
+            if code:
+                return code
+        return 0
+
+    return _one_line_errors(f"run {args.file}", steps)
 
 
 def main(argv=None) -> int:
@@ -32,25 +75,29 @@ def main(argv=None) -> int:
                         help="where runs/ goes unless DEEPNET_WORK says: the checkout this "
                              "package is in, or the current directory for an installed copy")
     parser.add_argument("dataset", choices=list(DATASETS))
-    parser.add_argument("step", choices=("prepare", "train", "evaluate", "sweep"))
+    parser.add_argument("step", choices=configfile.STEPS)
     parser.add_argument("--dry-run", action="store_true",
                         help="print the settings, layout and command; run nothing")
+    parser.add_argument("--save-config", metavar="FILE.toml", default="",
+                        help="also write the settings this command was given (the environment's) "
+                             "as an experiment file, runnable by `run FILE.toml`")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["quickstart"]:  # all of its steps, with its own sizes (quickstart.py)
         from . import quickstart
 
         return quickstart.main(argv[1:])
+    if argv[:1] == ["run"]:
+        return run_file(argv[1:])
     args = parser.parse_args(argv)
+    return _one_line_errors(f"{args.dataset}/{args.step}", lambda: run_step(
+        args.dataset, args.step, args.repo, args.dry_run, save_config=args.save_config))
+
+
+def _one_line_errors(what: str, work) -> int:
+    """WORK's exit status; its refusals and disk errors as one line, its interruption as the
+    shell's status for the signal."""
     try:
-        cfg = resolve(args.dataset, os.environ, args.repo)
-        print_settings(cfg, args.step)
-        if args.step == "prepare":
-            if args.dry_run:
-                return 0
-            with signals_interrupt():  # a killed step removes its temporaries
-                return prepare.prepare(cfg)
-        return {"train": runner.train, "evaluate": runner.evaluate,
-                "sweep": runner.sweep}[args.step](cfg, os.environ, args.dry_run)
+        return work()
     except (SettingError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -59,8 +106,8 @@ def main(argv=None) -> int:
         return 1
     except (Interrupted, KeyboardInterrupt) as err:
         signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
-        print(f"{args.dataset}/{args.step} stopped by {signal.Signals(signum).name}; run it "
-              "again to resume", file=sys.stderr)
+        print(f"{what} stopped by {signal.Signals(signum).name}; run it again to resume",
+              file=sys.stderr)
         return 128 + signum
 
 

@@ -354,7 +354,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                    f"{PREFIX}DEC_LAYERS": m, f"{PREFIX}RUN_NAME": name,
                    f"{PREFIX}RUN_LABEL": label}
         try:
-            run_cfg = resolve(cfg.dataset, run_env, cfg.repo)
+            run_cfg = resolve(cfg.dataset, run_env, cfg.repo, given=cfg.given)
             code = train(run_cfg, run_env)
         except (SettingError, Busy, NotOurs) as err:
             # stopped before training (a bad setting for this run, a run held elsewhere)

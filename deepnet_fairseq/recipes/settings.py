@@ -204,6 +204,9 @@ class Settings:
     values: Dict[str, str] = field(default_factory=dict)
     sources: Dict[str, str] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
+    # settings given by a config file (name -> (value, source)), below the environment; kept
+    # so that a sweep resolves each of its runs from the same file
+    given: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
 
     @property
     def declaration(self):
@@ -244,8 +247,9 @@ class Settings:
 
     def describe(self) -> str:
         width = max(map(len, self.values))
-        lines = [f"  {name:<{width}} = {self.values[name]!s:<28} ({self.sources[name]})"
-                 for name in sorted(self.values)]
+        # one line per setting: a value written over lines (RUNS in a config file) is joined
+        lines = [f"  {name:<{width}} = {' '.join(self.values[name].split()) or '':<28} "
+                 f"({self.sources[name]})" for name in sorted(self.values)]
         return "\n".join(lines + [f"  note: {note}" for note in self.notes])
 
 
@@ -326,11 +330,14 @@ def home() -> str:
 
 
 def resolve(dataset: str, env: Mapping[str, str], repo: str,
-            probe: Optional[Callable[[], int]] = None) -> Settings:
+            probe: Optional[Callable[[], int]] = None,
+            given: Optional[Mapping[str, Tuple[str, str]]] = None) -> Settings:
     """Every setting of DATASET from ENV and the presets (see the module docstring); REPO is
     where ``runs/`` goes unless ``DEEPNET_WORK`` says.
 
     ``probe`` counts GPUs when DEVICE=auto and no variable says (devices.count_gpus).
+    ``given``: name -> (value, source) of a config file (configfile.py), applied after the
+    environment, which wins (with a note saying so), before the presets.
     """
     if dataset not in DATASETS:
         raise SettingError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)} (a new "
@@ -338,11 +345,17 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     problems = unknown_names(env)
     if problems:
         raise SettingError("\n".join(problems))
-    cfg = Settings(dataset, repo)
+    cfg = Settings(dataset, repo, given=dict(given or {}))
     for name in SETTINGS:
         found = from_env(env, name)
         if found:
             cfg.set(name, *found)
+    for name, (value, source) in cfg.given.items():
+        if name not in cfg:
+            cfg.set(name, value, source)
+        elif cfg[name] != value.strip():
+            cfg.notes.append(f"{name}: the {cfg.sources[name]} ({cfg[name]}) wins over "
+                             f"{source} ({value})")
     for name in ("WORK", "PYTHON"):
         if name in env and PREFIX + name not in env:
             cfg.notes.append(f"{name} is set in the environment but not read (systems predefine "

@@ -135,6 +135,12 @@ DOC_COMMANDS = [
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
     (r"python -m deepnet_fairseq\.recipes\.curves( .*)?",
      "tests/slow/test_recipe_chains.py::test_wmt17_sweep_with_forced_divergence"),
+    (r"(OMP_NUM_THREADS=1 )?python -m deepnet_fairseq\.recipes run (configs/[\w-]+|FILE)\.toml"
+     r"( --dry-run)?",
+     "tests/integration/test_configs.py::test_every_config_runs_as_it_is"),
+    (r"SIZE=mini METHOD=admin LAYERS=18 LR=0\.0005 python -m deepnet_fairseq\.recipes wmt17 "
+     r"train --dry-run --save-config my-admin\.toml",
+     "tests/integration/test_configs.py::test_saved_settings_resolve_the_same_from_the_file"),
     (r"python -m deepnet_fairseq\.recipes\.lr_transfer( .*)?",
      "tests/unit/test_lr_transfer.py::test_optimum_and_drift_per_depth"),
     (r"python -m deepnet_fairseq\.recipes\.report --dataset wmt17 .*",
