@@ -33,7 +33,7 @@ from . import runlog, write_atomically, write_json
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, plan_layout, task_args, train_command,
                      train_environment)
-from .settings import (PREFIX, SettingError, Settings, check_run_entry, resolve, run_label,
+from .settings import (SettingError, Settings, check_run_entry, resolve, run_label,
                        run_name)
 from ..storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
                               overwrite_in_place, read_json, remove_file)
@@ -325,8 +325,9 @@ def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
 def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     """Train and evaluate every run, going on past failed or diverged ones; then the table.
 
-    Each run's settings are the sweep's environment plus the run's own (DEEPNET_* overrides,
-    which win over anything else), resolved and trained here, in this process: the same
+    Each run's settings are resolved from the sweep's own inputs (the environment, a config
+    file's settings) with the run's entry on top (its method, depths, name and KEY=VALUE
+    fields, each recorded as coming from that entry), and trained here, in this process: the same
     ``train`` and ``evaluate`` as train.sh and evaluate.sh. An interrupted run stops the sweep
     (the scheduler is stopping it too); re-running it skips finished runs.
     """
@@ -348,14 +349,15 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
     for (method, n, m, overrides), name in zip(specs, names):
         label = run_label(method, overrides)
-        run_env = {**env, **{PREFIX + kv.partition("=")[0]: kv.partition("=")[2]
-                             for kv in overrides},
-                   f"{PREFIX}METHOD": method, f"{PREFIX}ENC_LAYERS": n,
-                   f"{PREFIX}DEC_LAYERS": m, f"{PREFIX}RUN_NAME": name,
-                   f"{PREFIX}RUN_LABEL": label}
+        entry = ":".join([method, n, m, *overrides]) if cfg.get("RUNS") else f"{method} x {n}"
+        source = f"sweep {'RUNS entry' if cfg.get('RUNS') else 'METHODS x DEPTHS'} {entry}"
+        run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
+               "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,
+               "RUN_LABEL": label}
         try:
-            run_cfg = resolve(cfg.dataset, run_env, cfg.repo, given=cfg.given)
-            code = train(run_cfg, run_env)
+            run_cfg = resolve(cfg.dataset, env, cfg.repo, given=cfg.given,
+                              run={key: (value, source) for key, value in run.items()})
+            code = train(run_cfg, env)
         except (SettingError, Busy, NotOurs) as err:
             # stopped before training (a bad setting for this run, a run held elsewhere)
             log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
@@ -371,7 +373,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             return code
         if code == 0:
             try:
-                code = evaluate(run_cfg, run_env)
+                code = evaluate(run_cfg, env)
             except SettingError as err:
                 log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
                 continue

@@ -331,13 +331,17 @@ def home() -> str:
 
 def resolve(dataset: str, env: Mapping[str, str], repo: str,
             probe: Optional[Callable[[], int]] = None,
-            given: Optional[Mapping[str, Tuple[str, str]]] = None) -> Settings:
+            given: Optional[Mapping[str, Tuple[str, str]]] = None,
+            run: Optional[Mapping[str, Tuple[str, str]]] = None) -> Settings:
     """Every setting of DATASET from ENV and the presets (see the module docstring); REPO is
     where ``runs/`` goes unless ``DEEPNET_WORK`` says.
 
     ``probe`` counts GPUs when DEVICE=auto and no variable says (devices.count_gpus).
     ``given``: name -> (value, source) of a config file (configfile.py), applied after the
     environment, which wins (with a note saying so), before the presets.
+    ``run``: name -> (value, source) of one run of a sweep (its RUNS entry, its name), above
+    everything: a sweep derives each run's settings from its own inputs plus these, not from
+    an environment rewritten for the run.
     """
     if dataset not in DATASETS:
         raise SettingError(f"unknown dataset {dataset!r}: one of {', '.join(DATASETS)} (a new "
@@ -350,6 +354,8 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
         found = from_env(env, name)
         if found:
             cfg.set(name, *found)
+    for name, (value, source) in (run or {}).items():
+        cfg.set(name, value, source)
     for name, (value, source) in cfg.given.items():
         if name not in cfg:
             cfg.set(name, value, source)

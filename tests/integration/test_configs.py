@@ -78,8 +78,9 @@ def test_saved_settings_resolve_the_same_from_the_file(tmp_path, monkeypatch):
 
 
 def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
-    """The sweep resolves each run from the file too (no environment round trip loses it):
-    here LR from the file reaches both runs, one RUNS entry overriding it."""
+    """The sweep resolves each run from its own inputs (the file, the environment) plus the
+    run's entry, with no environment rewritten for the run: LR from the file reaches both
+    runs, one RUNS entry overriding it, and each value says where it came from."""
     work = tmp_path / "work"
     given = {"SIZE": ("smoke", "config f"), "LR": ("0.0025", "config f"),
              "RUNS": ("deepnet:1:1 deepnet:2:2:LR=0.001", "config f")}
@@ -98,4 +99,5 @@ def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
     monkeypatch.setattr("deepnet_fairseq.recipes.report.main", lambda argv: 0)
     assert runner.sweep(cfg, env) == 0
     assert trained == {"deepnet-1L-1L": ("0.0025", "config f"),
-                       "deepnet-2L-2L+LR=0.001": ("0.001", "environment DEEPNET_LR")}
+                       "deepnet-2L-2L+LR=0.001": ("0.001",
+                                                  "sweep RUNS entry deepnet:2:2:LR=0.001")}
