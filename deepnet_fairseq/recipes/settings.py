@@ -22,6 +22,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import presets
@@ -207,6 +208,7 @@ class Settings:
     # settings given by a config file (name -> (value, source)), below the environment; kept
     # so that a sweep resolves each of its runs from the same file
     given: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
+    frozen: bool = False
 
     @property
     def declaration(self):
@@ -237,7 +239,14 @@ class Settings:
     def flag(self, name: str) -> bool:
         return self[name] == "1"
 
+    def freeze(self) -> None:
+        self.frozen = True
+        self.values, self.sources = MappingProxyType(self.values), MappingProxyType(self.sources)
+
     def set(self, name: str, value: str, source: str) -> None:
+        if self.frozen:
+            raise TypeError(f"{name}: settings are frozen once resolved; resolve() again with "
+                            "the new value instead")  # a programming error, not a user's
         self.values[name] = _check(name, value, source)
         self.sources[name] = source
 
@@ -403,6 +412,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
     _derive(cfg, env)
     check_ranges(cfg)
+    cfg.freeze()  # resolved once: the steps read it, nothing changes it
     return cfg
 
 

@@ -566,3 +566,13 @@ def test_the_resident_bytes_are_a_lower_bound_of_the_cpu_estimate():
     estimate = memory.estimate(params, 100, 64, 8004, 1024, "fp32", device="cpu")
     resident = sum(estimate.components[k] for k in ("weights", "gradients", "Adam m and v"))
     assert resident == launch.CPU_RESIDENT_BYTES * params <= estimate.peak
+
+
+def test_resolved_settings_are_frozen():
+    """Resolved once: a step cannot change a setting behind the records' back."""
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu"}, REPO)
+    with pytest.raises(TypeError, match="frozen"):
+        cfg.set("LR", "1", "a step")
+    with pytest.raises(TypeError):
+        cfg.values["LR"] = "1"
+    assert cfg["LR"] == "1.5e-3"
