@@ -39,10 +39,16 @@ class Setting:
     help: str
     default: Optional[str] = None  # None: from a config file, derived, or unset
     prefix_only: bool = False
+    # a numeric setting's range: (lowest, highest, whether the lowest itself is allowed),
+    # None for no bound; checked once all settings are resolved, before anything is written
+    bounds: Optional[Tuple[Optional[float], Optional[float], bool]] = None
 
 
-def _s(kind, help, default=None, prefix_only=False):
-    return Setting(kind, help, default, prefix_only)
+def _s(kind, help, default=None, prefix_only=False, bounds=None):
+    return Setting(kind, help, default, prefix_only, bounds)
+
+
+AT_LEAST_ONE = (1, None, True)
 
 
 # Every name the recipes read. Defaults of dataset/size/model/machine values: presets.py.
@@ -76,76 +82,85 @@ SETTINGS: Dict[str, Setting] = {
     "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)"),
     "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)"),
     "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)"),
-    "VOCAB": _s("int", "joint sentencepiece vocabulary"),
-    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece"),
-    "MAX_LEN": _s("int", "drop training pairs longer than this (words)"),
-    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio"),
+    "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE),
+    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE),
+    "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE),
+    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio", bounds=AT_LEAST_ONE),
     "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8"),
     "WORKERS": _s("int", "processes of prepare's parallel stages: cleaning and encoding (a "
                          "file each), fairseq-preprocess (pairs at once x --workers) [every "
-                         "core this process may use]"),
+                         "core this process may use]", bounds=AT_LEAST_ONE),
     # the run
     "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet"),
-    "LAYERS": _s("int", "layers per side", "6"),
-    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]"),
-    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]"),
+    "LAYERS": _s("int", "layers per side", "6", bounds=AT_LEAST_ONE),
+    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE),
+    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE),
     "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]"),
     "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]"),
     "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
     "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
-    "SEED": _s("int", "fairseq --seed", "1"),
-    "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100"),
-    "TEMPERATURE": _s("float", "multilingual datasets: sampling temperature over pairs"),
+    "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True)),  # numpy's: 32-bit
+    "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100", bounds=AT_LEAST_ONE),
+    # sampling divides the logits by it: 1e-300 gives inf
+    "TEMPERATURE": _s("float", "multilingual datasets: sampling temperature over pairs",
+                      bounds=(1e-3, None, True)),
     # model width
-    "EMBED_DIM": _s("int", "model width"),
-    "FFN_DIM": _s("int", "feed-forward width"),
-    "HEADS": _s("int", "attention heads"),
+    "EMBED_DIM": _s("int", "model width", bounds=AT_LEAST_ONE),
+    "FFN_DIM": _s("int", "feed-forward width", bounds=AT_LEAST_ONE),
+    "HEADS": _s("int", "attention heads", bounds=AT_LEAST_ONE),
     # optimisation
-    "LR": _s("float", "peak learning rate"),
-    "WARMUP": _s("int", "inverse_sqrt warmup updates"),
-    "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup"),
+    "LR": _s("float", "peak learning rate", bounds=(0, None, False)),
+    # fairseq's inverse_sqrt schedule divides by the warmup
+    "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE),
+    "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup",
+                         bounds=(0, None, True)),
     "ADAM_BETAS": _s("betas", "Adam betas, as (0.9, 0.98)"),
-    "CLIP_NORM": _s("float", "gradient clipping (0 = none)"),
-    "WEIGHT_DECAY": _s("float", "weight decay"),
-    "DROPOUT": _s("float", "dropout"),
-    "LABEL_SMOOTHING": _s("float", "label smoothing"),
-    "TOKENS_PER_UPDATE": _s("int", "effective batch in tokens, kept by --update-freq"),
+    "CLIP_NORM": _s("float", "gradient clipping (0 = none)", bounds=(0, None, True)),
+    "WEIGHT_DECAY": _s("float", "weight decay", bounds=(0, None, True)),
+    "DROPOUT": _s("float", "dropout", bounds=(0, 1, True)),
+    "LABEL_SMOOTHING": _s("float", "label smoothing", bounds=(0, 1, True)),
+    "TOKENS_PER_UPDATE": _s("int", "effective batch in tokens, kept by --update-freq",
+                            bounds=AT_LEAST_ONE),
     "MAX_UPDATE": _s("int", "updates per run (0 = MAX_EPOCH decides)"),
     "MAX_EPOCH": _s("int", "epochs per run (0 = MAX_UPDATE decides)"),
-    "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates"),
-    "AVERAGE_LAST": _s("int", "checkpoints averaged for evaluation"),
+    "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates", bounds=AT_LEAST_ONE),
+    "AVERAGE_LAST": _s("int", "checkpoints averaged for evaluation", bounds=AT_LEAST_ONE),
     "TRAIN_ARGS": _s("text", "more fairseq-train options, appended last (split as a shell "
                              "would), e.g. --no-save-optimizer-state; an option the recipe "
                              "sets (--arch, --lr, --save-dir, ...) is refused, naming the "
                              "setting to use"),
     # machine
-    "MAX_TOKENS": _s("int", "tokens per process per step"),
+    "MAX_TOKENS": _s("int", "tokens per process per step", bounds=AT_LEAST_ONE),
     "PRECISION": _s("fp16|bf16|fp32", "training precision"),
-    "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale"),
-    "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows"),
-    "MIN_LOSS_SCALE": _s("float", "fp16: stop (diverged) below this loss scale"),
+    "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
+    "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows",
+                            bounds=AT_LEAST_ONE),
+    "MIN_LOSS_SCALE": _s("float", "fp16: stop (diverged) below this loss scale",
+                         bounds=(0, None, False)),
     "CHECKPOINT_ACTIVATIONS": _s("auto|0|1", "auto: on from CHECKPOINT_ACTIVATIONS_FROM layers",
                                  "auto"),
-    "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "activation checkpointing when N+M >= this"),
+    "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "activation checkpointing when N+M >= this",
+                                      bounds=AT_LEAST_ONE),
     "GPU_MEMORY_GB": _s("float", "memory per GPU in GB (1e9 bytes) for the memory plan "
                                  "(activation checkpointing, ZeRO-1, MAX_TOKENS; DEVICE=cuda); "
                                  "set it where torch sees no GPU (a dry run on a login node), "
-                                 "which otherwise gets no plan [torch's device properties]"),
+                                 "which otherwise gets no plan [torch's device properties]",
+                                 bounds=(0, None, False)),
     "DDP_BACKEND": _s("text", "fairseq --ddp-backend"),
     "NUM_WORKERS": _s("int", "data-loader workers per process"),
     # processes
     "NPROC": _s("text", "processes per node [every visible GPU; 1 on CPU]"),
-    "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]"),
+    "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]", bounds=AT_LEAST_ONE),
     "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)"),
     "MASTER_ADDR": _s("text", "first node's address (NNODES > 1: required with torchrun)"),
-    "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500"),
+    "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500", bounds=(1, 65536, True)),
     "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto"),
     # evaluation
-    "BEAM": _s("int", "beam size"),
+    "BEAM": _s("int", "beam size", bounds=AT_LEAST_ONE),
     "LENPEN": _s("float", "length penalty"),
-    "MAX_LEN_A": _s("float", "hypotheses at most A x source + B tokens"),
-    "MAX_LEN_B": _s("int", "see MAX_LEN_A"),
+    "MAX_LEN_A": _s("float", "hypotheses at most A x source + B tokens", bounds=(0, None, True)),
+    "MAX_LEN_B": _s("int", "see MAX_LEN_A", bounds=(0, None, True)),
     "TOKENIZED_BLEU": _s("0|1", "also report tokenized BLEU", "0"),
     "COMPOUND_SPLIT": _s("0|1", "split compounds for tokenized BLEU", "0"),
     # sweeps
@@ -416,32 +431,9 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     return cfg
 
 
-# Numeric settings that must lie in a range; checked once all are resolved, before anything
-# is written. (lowest, highest, whether the lowest itself is allowed); None: no bound.
-AT_LEAST_ONE = (1, None, True)
 RANGES: Dict[str, Tuple[Optional[float], Optional[float], bool]] = {
-    **{name: AT_LEAST_ONE for name in (
-        "LAYERS", "ENC_LAYERS", "DEC_LAYERS", "EMBED_DIM", "FFN_DIM", "HEADS", "VOCAB",
-        "SPM_SENTENCES", "MAX_LEN", "TOKENS_PER_UPDATE", "SAVE_INTERVAL_UPDATES", "AVERAGE_LAST",
-        "MAX_TOKENS", "BEAM", "LOG_INTERVAL", "NNODES", "FP16_SCALE_WINDOW", "MASTER_PORT",
-        "CHECKPOINT_ACTIVATIONS_FROM", "WORKERS")},
-    "LR": (0, None, False),
-    # fairseq's inverse_sqrt schedule divides by the warmup; numpy and torch seeds are 32-bit
-    "WARMUP": AT_LEAST_ONE,
-    "SEED": (0, 2 ** 32, True),
-    "MAX_LEN_A": (0, None, True),
-    "MAX_LEN_B": (0, None, True),
-    "WARMUP_INIT_LR": (0, None, True),
-    "CLIP_NORM": (0, None, True),
-    "WEIGHT_DECAY": (0, None, True),
-    "DROPOUT": (0, 1, True),
-    "LABEL_SMOOTHING": (0, 1, True),
-    "LEN_RATIO": (1, None, True),
-    "TEMPERATURE": (1e-3, None, True),  # sampling divides the logits by it: 1e-300 gives inf
-    "FP16_INIT_SCALE": (0, None, False),
-    "MIN_LOSS_SCALE": (0, None, False),
-    "GPU_MEMORY_GB": (0, None, False),
-}
+    name: setting.bounds for name, setting in SETTINGS.items() if setting.bounds}
+"""The declared ranges, by name (``Setting.bounds``)."""
 
 
 def _in_range(value: float, lowest, highest, inclusive: bool) -> bool:
@@ -470,8 +462,6 @@ def check_ranges(cfg: "Settings") -> None:
             cfg.int("MAX_UPDATE") == 0 and cfg.int("MAX_EPOCH") == 0:
         bad("MAX_UPDATE", "MAX_UPDATE and MAX_EPOCH are both 0, so training would never end; "
                           "set one of them above 0")
-    if "MASTER_PORT" in cfg and cfg.int("MASTER_PORT") > 65535:
-        bad("MASTER_PORT", "must be a port number, at most 65535")
     if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.int("HEADS") > 0 and \
             cfg.int("EMBED_DIM") % cfg.int("HEADS"):
         bad("EMBED_DIM", f"must be a multiple of HEADS={cfg['HEADS']}")

@@ -48,7 +48,7 @@ SETTING_ROWS = [
     Row("width not a multiple of heads", {"EMBED_DIM": "65"}, "multiple of HEADS"),
     Row("unknown encoding", {"ENCODING": "klingon"}, "not an encoding Python knows"),
     Row("zero checkpoints averaged", {"AVERAGE_LAST": "0"}, "AVERAGE_LAST=0"),
-    Row("port out of range", {"MASTER_PORT": "70000"}, "at most 65535"),
+    Row("port out of range", {"MASTER_PORT": "70000"}, "must be >= 1 and < 65536"),
 ]
 
 
