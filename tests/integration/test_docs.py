@@ -135,7 +135,7 @@ DOC_COMMANDS = [
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
     (r"python -m deepnet_fairseq\.recipes\.curves( .*)?",
      "tests/slow/test_recipe_chains.py::test_wmt17_sweep_with_forced_divergence"),
-    (r"(OMP_NUM_THREADS=1 )?python -m deepnet_fairseq\.recipes run (configs/[\w-]+|FILE)\.toml"
+    (r"(OMP_NUM_THREADS=1 )?python -m deepnet_fairseq\.recipes run (configs/([\w-]+|<name>)|FILE)\.toml"
      r"( --dry-run)?",
      "tests/integration/test_configs.py::test_every_config_runs_as_it_is"),
     (r"SIZE=mini METHOD=admin LAYERS=18 LR=0\.0005 python -m deepnet_fairseq\.recipes wmt17 "
