@@ -14,7 +14,6 @@ import torch
 
 from .. import USER_DIR, methods
 from ..methods import tiny_width_args
-from ..plotting import pyplot  # noqa: F401  (the diagnostics' plots use it from here)
 from ..storage.fileio import save_png, write_atomically
 
 

@@ -37,8 +37,9 @@ from ..processes import Interrupted, run_forwarding, signals_interrupt
 from ..storage.baseline import unigram_baseline
 from ..storage.fileio import ensure_directory, move, one_line_os_errors, open_no_follow
 from . import common
+from ..plotting import pyplot
 from .common import (Progress, add_methods_option, atomic_savefig, atomic_write_text,
-                     positive_ints, pyplot, tiny_width_args)
+                     positive_ints, tiny_width_args)
 
 FIELDS = ("method", "encoder_layers", "decoder_layers", "status", "valid_loss", "baseline",
           "last_train_loss", "updates", "seconds")

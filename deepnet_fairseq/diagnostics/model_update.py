@@ -34,8 +34,9 @@ import torch
 
 from . import attribution, common
 from ..storage.fileio import one_line_os_errors, scratch_directory
+from ..plotting import pyplot
 from .common import (Progress, add_methods_option, atomic_savefig,
-                     build_training, positive_ints, pyplot, reverse_copy_batch, write_dictionary)
+                     build_training, positive_ints, reverse_copy_batch, write_dictionary)
 
 FIELDS = ("method", "encoder_layers", "decoder_layers", "seed", "step", "lr", "loss", "update")
 GROUP_FIELDS = ("method", "encoder_layers", "decoder_layers", "seed", "step", "group", "trained",

@@ -21,7 +21,8 @@ import re
 import sys
 from typing import Dict, List, Tuple
 
-from .common import atomic_savefig, atomic_write_text, pyplot
+from ..plotting import pyplot
+from .common import atomic_savefig, atomic_write_text
 from ..storage.fileio import one_line_os_errors
 
 KEY = re.compile(r"^mon_(grad|lnin|upd)\.(enc|dec)\.(\d+)$")

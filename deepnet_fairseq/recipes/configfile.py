@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Mapping, Sequence, Tuple
 
 from ..storage.fileio import write_atomically
+from .datasets import DATASETS
 from .settings import SETTINGS, SettingError
 
 STEPS = ("prepare", "train", "evaluate", "sweep")
@@ -52,8 +53,6 @@ def _value(path: str, name: str, value) -> str:
 def load(path: str) -> ConfigFile:
     """The experiment of a TOML file; any problem is a SettingError naming the file and what
     to change. Values are checked later, by resolve(), as any setting's are."""
-    from .datasets import DATASETS
-
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

@@ -9,7 +9,7 @@ verified before they take their final name), ``local`` (``LOCAL_DIR``, or the fi
 ``raw_text``); everything after the raw text is the same for every dataset. Every step
 writes under a temporary name and publishes when complete, so re-running skips what is done
 and an interrupted step leaves nothing half-written behind; only directories the recipes
-created are ever deleted (``workdir.py``). Text is handled as bytes split on ``\\n`` only,
+created are ever deleted (``storage/directories.py``). Text is handled as bytes split on ``\\n`` only,
 exactly as the cleaning step and the alignment check count it.
 
 Output in ``$WORK/data``: ``raw/`` (the references of evaluation), ``clean/``, ``spm.model``,
@@ -32,7 +32,6 @@ from .launch import paths
 from ..processes import Interrupted, run_forwarding, run_many
 from .runner import log
 from .rawtext import PrepareError, check_aligned, count_lines
-from .rawtext import extract, fetch, read_lines  # noqa: F401  (prepare.fetch, ..., as before)
 from .settings import Settings
 from ..storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                   remove_tree)

@@ -25,7 +25,7 @@ import sys
 
 from ..methods import TINY_SIZE
 from .datasets import DATASETS
-from .provenance import ADMIN, CHOSEN, PAPER, Preset, Value  # noqa: F401  (presets.PAPER, ...)
+from .provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401  (the tags, as presets.PAPER)
 
 MINI = Preset("size", "mini", (
     "SIZE=mini: the paper's Table 1 pattern on real text that ships with the repository. "

@@ -119,16 +119,15 @@ def read_lines(path: str, limit: int = 0) -> Iterator[bytes]:
     opener = gzip.open if path.endswith(".gz") else open
     try:
         with opener(path, "rb") as stream:
-            for number, line in enumerate(stream, 1):
-                if 0 < limit < number:
-                    return
-                yield line if line.endswith(b"\n") else line + b"\n"
+            yield from first((line if line.endswith(b"\n") else line + b"\n"
+                              for line in stream), limit)
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:  # not gzip, truncated, corrupt
         raise PrepareError(f"{path} is not a complete gzip file ({err}); download or copy it "
                            f"again") from None
 
 
 def first(lines: Iterable[bytes], limit: int) -> Iterator[bytes]:
+    """The first LIMIT of LINES (all of them when LIMIT is 0)."""
     for number, line in enumerate(lines, 1):
         if 0 < limit < number:
             return

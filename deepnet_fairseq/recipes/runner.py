@@ -349,8 +349,8 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
     for (method, n, m, overrides), name in zip(specs, names):
         label = run_label(method, overrides)
-        entry = ":".join([method, n, m, *overrides]) if cfg.get("RUNS") else f"{method} x {n}"
-        source = f"sweep {'RUNS entry' if cfg.get('RUNS') else 'METHODS x DEPTHS'} {entry}"
+        source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.get("RUNS")
+                  else f"sweep METHODS x DEPTHS {method} x {n}")
         run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
                "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,
                "RUN_LABEL": label}

@@ -272,7 +272,7 @@ class Settings:
     def describe(self) -> str:
         width = max(map(len, self.values))
         # one line per setting: a value written over lines (RUNS in a config file) is joined
-        lines = [f"  {name:<{width}} = {' '.join(self.values[name].split()) or '':<28} "
+        lines = [f"  {name:<{width}} = {' '.join(self.values[name].split()):<28} "
                  f"({self.sources[name]})" for name in sorted(self.values)]
         return "\n".join(lines + [f"  note: {note}" for note in self.notes])
 

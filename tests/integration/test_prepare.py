@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from deepnet_fairseq.recipes import prepare
+from deepnet_fairseq.recipes import rawtext
 from release_server import Server, lines, multi30k, tgz
 from support import REPO
 
@@ -23,7 +23,7 @@ def test_an_interrupted_download_resumes_from_its_part_file(server, tmp_path):
     server.files["/x.tgz"] = body
     dest = tmp_path / "x.tgz"
     (tmp_path / "x.tgz.part").write_bytes(body[:1000])
-    prepare.fetch(server.url("/x.tgz"), str(dest), say=lambda _: None)
+    rawtext.fetch(server.url("/x.tgz"), str(dest), say=lambda _: None)
     assert dest.read_bytes() == body and not (tmp_path / "x.tgz.part").exists()
     assert server.requests == [("/x.tgz", "bytes=1000-")]
 
@@ -34,7 +34,7 @@ def test_a_server_without_ranges_gives_the_whole_file_again(tmp_path):
         body = tgz({"file.txt": b"hello\n"})
         plain.files["/x.tgz"] = body
         (tmp_path / "x.tgz.part").write_bytes(b"stale bytes of another attempt")
-        prepare.fetch(plain.url("/x.tgz"), str(tmp_path / "x.tgz"), say=lambda _: None)
+        rawtext.fetch(plain.url("/x.tgz"), str(tmp_path / "x.tgz"), say=lambda _: None)
         assert (tmp_path / "x.tgz").read_bytes() == body
     finally:
         plain.close()
@@ -48,8 +48,8 @@ def test_a_bad_download_is_refused_and_never_takes_the_final_name(server, tmp_pa
                                                                   message):
     if served is not None:
         server.files["/x.tgz"] = served
-    with pytest.raises(prepare.PrepareError, match=message):
-        prepare.fetch(server.url("/x.tgz"), str(tmp_path / "x.tgz"), say=lambda _: None)
+    with pytest.raises(rawtext.PrepareError, match=message):
+        rawtext.fetch(server.url("/x.tgz"), str(tmp_path / "x.tgz"), say=lambda _: None)
     assert not (tmp_path / "x.tgz").exists()
     assert len(server.requests) == 1  # a 404 is not retried
 
@@ -57,8 +57,8 @@ def test_a_bad_download_is_refused_and_never_takes_the_final_name(server, tmp_pa
 def test_an_archive_reaching_outside_its_directory_is_refused(tmp_path):
     archive = tmp_path / "evil.tgz"
     archive.write_bytes(tgz({"../outside.txt": b"x"}))
-    with pytest.raises(prepare.PrepareError, match="not what the recipe expects"):
-        prepare.extract(str(archive), str(tmp_path / "work" / "evil"), say=lambda _: None)
+    with pytest.raises(rawtext.PrepareError, match="not what the recipe expects"):
+        rawtext.extract(str(archive), str(tmp_path / "work" / "evil"), say=lambda _: None)
     assert not (tmp_path / "work" / "outside.txt").exists()
     assert not (tmp_path / "work" / "evil").exists() and not (tmp_path / "work" / "evil.tmp").exists()
 

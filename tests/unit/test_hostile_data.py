@@ -184,11 +184,11 @@ def test_a_bad_gz_file_is_one_prepare_error_naming_it(tmp_path, content):
     PrepareError naming the file (no traceback from gzip or zlib)."""
     import gzip
 
-    from deepnet_fairseq.recipes import prepare
+    from deepnet_fairseq.recipes import rawtext
 
     whole = gzip.compress(b"ein Satz\n" * 2000)
     path = tmp_path / "train.de.gz"
     path.write_bytes({"truncated": whole[:len(whole) // 2],
                       "corrupt": whole[:20] + bytes(64) + whole[84:]}.get(content, content))
-    with pytest.raises(prepare.PrepareError, match=f"{path} is not a complete gzip file"):
-        list(prepare.read_lines(str(path)))
+    with pytest.raises(rawtext.PrepareError, match=f"{path} is not a complete gzip file"):
+        list(rawtext.read_lines(str(path)))
