@@ -1,6 +1,6 @@
 """GPU check: DeepNet trained, decoded and benchmarked on one GPU, with one report.
 
-    bash benchmarks/gpu_check.sh                      # one GPU: 20-40 min (estimated, not measured)
+    bash benchmarks/gpu_check.sh                      # one GPU: about 26 min on an H200
     bash benchmarks/gpu_check.sh --device cpu --tiny  # the chain at toy size: 2 min on 2 CPU cores
 
 What it runs, in OUT (default runs/gpu-check-DEVICE[-tiny]), through the recipes' own runtime
@@ -74,7 +74,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
-from deepnet_fairseq.processes import Interrupted, run_forwarding  # noqa: E402
+from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
 from deepnet_fairseq.recipes import prepare, runner, write_atomically, write_json  # noqa: E402
 from deepnet_fairseq.recipes.launch import (method_args, paths, plan_layout, task_args,  # noqa: E402
                                             train_command)
@@ -332,6 +332,13 @@ def run_logged(cmd: List[str], log_path: str, env: Dict[str, str]) -> int:
     return code
 
 
+def stop_if_interrupted(code: int) -> None:
+    """A recipe step that passed a signal on exits 128 + its number: the check as a whole stops
+    then (run it again to resume), as in run_logged, instead of failing one check and going on."""
+    if code > 128 and code - 128 in FORWARDED:
+        raise Interrupted(code - 128)
+
+
 def recipe_env(args, precision: str = "fp32", depth: int = 1) -> Dict[str, str]:
     """The recipes' environment of one check: the wmt17 recipe on the shipped Multi30k, in
     OUT, at the check's size (one process, Adam, inverse_sqrt, label smoothing 0.1, dropout
@@ -457,6 +464,7 @@ class Checks:
             with open(os.path.join(run_dir, "train.log"), encoding="utf-8") as handle:
                 text = handle.read()
             write_atomically(os.path.join(case, "train.log"), text)
+            stop_if_interrupted(code)
             with open(os.path.join(run_dir, "status.json"), encoding="utf-8") as handle:
                 status = json.load(handle)
             return judge_training(parse_train_log(text), status, code, precision,
@@ -481,12 +489,18 @@ class Checks:
             cfg = resolve(DATASET, env, REPO)
             where, pair = paths(cfg), f"{cfg['SRC']}-{cfg['TGT']}"
             code = runner.evaluate(cfg, env)
+            stop_if_interrupted(code)
             output = os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt")
-            text = ""
             if os.path.exists(output):
                 with open(output, encoding="utf-8") as handle:
+                    write_atomically(os.path.join(case, "generate.txt"), handle.read())
+            # fairseq's log (its "Translated N sentences ... (S sentences/s" line, its errors)
+            # is in the evaluate step's log, not in generate-test.txt
+            log, text = os.path.join(where["RUN_DIR"], "evaluate.log"), ""
+            if os.path.exists(log):
+                with open(log, encoding="utf-8") as handle:
                     text = handle.read()
-                write_atomically(os.path.join(case, "generate.txt"), text)
+                write_atomically(os.path.join(case, "evaluate.log"), text)
             with open(os.path.join(where["RAW"], f"test.{pair}.{cfg['TGT']}"),
                       encoding="utf-8") as handle:
                 refs = handle.read().splitlines()

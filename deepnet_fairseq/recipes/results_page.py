@@ -78,6 +78,9 @@ FOLDERS = {
                "../docs/findings.md#deployment-speed"),
     "memory": ("the memory plan's measured peaks, on an H200 and on CPU",
                "../docs/reproducing.md#expected-time-and-memory-on-8-x-80-gb"),
+    "gpu-check": ("the GPU check's first run on a GPU (one H200, 100 updates): fp16 and bf16 "
+                  "training at 18L-18L and 100L-100L, fp16 decoding, the cost of DeepNorm "
+                  "against Post-LN", None),
     "prepare-scale": ("OPUS-100's data preparation at 5 million training pairs",
                       "../docs/running.md#opus-100s-data-at-scale"),
 }

@@ -266,6 +266,61 @@ def test_a_failing_check_does_not_stop_the_next_and_passed_checks_are_reused(tmp
     assert stored["status"] == "pass" and stored["spec"] == {"x": 1}
 
 
+def fake_step(run_dir_files, code):
+    """A stand-in for runner.train / runner.evaluate: writes RUN_FILES (relative path -> text)
+    into the run directory the recipes resolve for CFG, as the real step does, and exits CODE."""
+    def step(cfg, env):
+        run_dir = gpu_check.paths(cfg)["RUN_DIR"]
+        for name, text in run_dir_files.items():
+            os.makedirs(os.path.dirname(os.path.join(run_dir, name)), exist_ok=True)
+            with open(os.path.join(run_dir, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        return code
+    return step
+
+
+@pytest.mark.parametrize("code,stops", [(128 + 2, True), (128 + 15, True), (1, False)])
+def test_a_signal_passed_on_by_a_recipe_step_stops_the_whole_check(tmp_path, monkeypatch,
+                                                                   code, stops):
+    # on the H200 (2026-11-26) a SIGINT stopped train-bf16-100L and the check went on to the
+    # throughput checks, recording an interruption as a failure; a failure still goes on
+    args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--out", str(tmp_path / "out")])
+    log = "\n".join(inner(u, 10.0 - u / 10) for u in range(1, 6)) + "\n"
+    monkeypatch.setattr(gpu_check.runner, "train", fake_step(
+        {"train.log": log, "status.json": json.dumps({"status": "interrupted"})}, code))
+    checks = gpu_check.Checks(args)
+    if stops:
+        with pytest.raises(gpu_check.Interrupted) as raised:
+            checks.train("fp16", 2)
+        assert raised.value.signum == code - 128 and checks.results == []
+        assert not (tmp_path / "out" / "cases" / "train-fp16-2L" / "result.json").exists()
+    else:
+        assert checks.train("fp16", 2)["status"] == "fail"
+
+
+def test_generation_speed_comes_from_the_evaluate_log(tmp_path, monkeypatch):
+    # fairseq-generate's "Translated ..." line goes to its log, not to generate-test.txt: on the
+    # H200 the report showed no sentences/s for that reason
+    args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--out", str(tmp_path / "out")])
+    refs = ["ein Hund läuft .", "zwei Männer spielen ."]
+    raw = gpu_check.paths(gpu_check.resolve(gpu_check.DATASET, gpu_check.recipe_env(args, "fp16", 2),
+                                            gpu_check.REPO))["RAW"]
+    os.makedirs(raw)
+    with open(os.path.join(raw, "test.en-de.de"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(refs) + "\n")
+    generated = "".join(f"S-{i}\tx\nH-{i}\t-0.1\t{r}\nD-{i}\t-0.1\t{r}\n"
+                        for i, r in enumerate(refs))
+    monkeypatch.setattr(gpu_check.runner, "evaluate", fake_step({
+        "eval/en-de/generate-test.txt": generated + "Generate test with beam=5: BLEU4 = 100\n",
+        "evaluate.log": "INFO:fairseq_cli.generate:Translated 2 sentences (9 tokens) in 0.1s "
+                        "(24.50 sentences/s, 110.25 tokens/s)\n"}, 0))
+    result = gpu_check.Checks(args).generate({"name": "t", "status": "pass", "spec": {}}, 2, "fp16")
+    assert result["status"] == "pass", result
+    assert result["figures"]["sentences_per_s"] == 24.5
+    assert result["figures"]["bleu"] == pytest.approx(100.0)
+    assert (tmp_path / "out" / "cases" / "generate-fp16-2L" / "evaluate.log").exists()
+
+
 NOT_RUN = "not run: a check this device cannot make (hand-made row)"
 
 
