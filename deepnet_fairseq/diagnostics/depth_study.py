@@ -8,11 +8,16 @@ generated reverse-copy corpus (binarised with fairseq-preprocess into OUTPUT/dat
 binarised translation directory given with --data (e.g. Multi30k from scripts/quickstart.sh:
 --data runs/quickstart-smoke/data/bin --source-lang en --target-lang de). Status of a run:
 
-  diverged  the loss became non-finite (fairseq stops with "gradients are Nan/Inf")
-  stalled   final validation loss not below the source-blind baseline minus --margin bits;
-            the baseline is the entropy of the unigram distribution of the validation targets,
-            the loss of a model that ignores the source
+  diverged  fairseq reported non-finite numbers, or the last validation loss is no better than
+            a uniform guess over the vocabulary after the warmup: the recipes' rule
+            (``recipes.runlog.classify``), read from fairseq's own output, never the command
+  stalled   trained, but the final validation loss not below the source-blind baseline minus
+            --margin bits (``recipes.runlog.stalled``, the rule of the sweeps' report); the
+            baseline is the entropy of the unigram distribution of the validation targets, the
+            loss of a model that ignores the source
   trained   otherwise
+A run that fails for another reason (a bad option, out of memory) stops the study with its
+error: it is not a result.
 
 Each finished run is stored in OUTPUT/runs/METHOD-N.json and reused when the command is
 repeated with the same settings (--force reruns); the results are depth_study.{csv,md,png}.
@@ -26,13 +31,13 @@ import json
 import math
 import os
 import random
-import re
 import signal
 import sys
 import time
 from typing import Dict, List
 
 from .. import USER_DIR, methods
+from ..recipes import runlog
 from ..processes import Interrupted, run_forwarding, signals_interrupt
 from ..storage.baseline import unigram_baseline
 from ..storage.fileio import ensure_directory, move, one_line_os_errors, open_no_follow
@@ -57,8 +62,9 @@ def get_parser():
                         help="warmup updates of the inverse_sqrt schedule (100)")
     parser.add_argument("--max-tokens", type=int, default=512, help="tokens per batch (512)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every run (1)")
-    parser.add_argument("--margin", type=float, default=0.5,
-                        help="bits below the source-blind baseline a run must reach (0.5)")
+    parser.add_argument("--margin", type=float, default=runlog.STALLED_MARGIN,
+                        help="bits below the source-blind baseline a run must reach "
+                             f"({runlog.STALLED_MARGIN})")
     parser.add_argument("--data", help="binarised fairseq translation data (default: generate)")
     parser.add_argument("--source-lang", default="src")
     parser.add_argument("--target-lang", default="tgt")
@@ -111,13 +117,12 @@ def train_command(args, data: str, method: str, layers: int) -> List[str]:
             "--criterion", "cross_entropy", "--max-tokens", str(args.max_tokens),
             "--max-update", str(args.updates), "--seed", str(args.seed), "--no-save",
             "--num-workers", "0",
-            "--log-format", "json", "--log-interval", "10", *args.fairseq_args.split()]
+            "--log-format", "simple", "--log-interval", "10", *args.fairseq_args.split()]
 
 
-def last_record(log: str, tag: str) -> Dict:
-    records = [json.loads(line[line.index("{"):]) for line in log.splitlines()
-               if f"| {tag} |" in line and "{" in line]
-    return records[-1] if records else {}
+def vocab_size(data: str, lang: str) -> int:
+    with open(os.path.join(data, f"dict.{lang}.txt"), encoding="utf-8") as handle:
+        return sum(1 for _ in handle) + 4  # fairseq's <s>, <pad>, </s>, <unk>
 
 
 def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
@@ -132,21 +137,20 @@ def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
         raise Interrupted(signum)
     with open(path, encoding="utf-8", errors="replace") as handle:
         log = handle.read()
-    valid, train = last_record(log, "valid"), last_record(log, "train_inner")
-    valid_loss = float(valid.get("valid_loss", "nan"))
-    if code != 0 and not re.search(r"Nan/Inf|FloatingPointError|non-finite", log):
-        raise RuntimeError(f"fairseq-train failed for {method} {layers}L-{layers}L:\n"
-                           f"{log[-3000:]}")
-    if code != 0 or not math.isfinite(valid_loss):
+    outcome = runlog.classify(log, code, vocab_size(data, args.target_lang),
+                              min_updates=args.warmup)
+    if outcome["status"] not in ("ok", "diverged"):
+        raise RuntimeError(f"fairseq-train failed for {method} {layers}L-{layers}L "
+                           f"({outcome['reason']}); its log: {path}\n{log[-3000:]}")
+    nll = outcome["last_valid_nll"]
+    valid_loss = math.nan if nll is None else nll
+    if outcome["status"] == "diverged":
         status = "diverged"
-    elif valid_loss < baseline - args.margin:
-        status = "trained"
     else:
-        status = "stalled"
+        status = "stalled" if runlog.stalled(valid_loss, baseline, args.margin) else "trained"
     return dict(method=method, encoder_layers=layers, decoder_layers=layers, status=status,
                 valid_loss=valid_loss, baseline=baseline,
-                last_train_loss=float(train.get("loss", "nan")),
-                updates=int(float(valid.get("valid_num_updates", train.get("num_updates", 0)))),
+                last_train_loss=runlog.last_train_loss(log), updates=outcome["num_updates"],
                 seconds=round(time.time() - start, 1))
 
 

@@ -47,7 +47,7 @@ import statistics
 import sys
 from typing import Dict, List, Optional
 
-from . import save_png, write_atomically
+from . import runlog, save_png, write_atomically
 from ..plotting import pyplot
 from ..storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
 from .distinct import DEFAULT_MIN_SHARE, ignores_source
@@ -58,7 +58,6 @@ COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layer
            "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
            "distinct_share", "last_valid_loss", "last_valid_nll", "stalled", "num_updates",
            "reason", "signature"]
-DEFAULT_MARGIN = 0.5  # bits below the source-blind baseline a trained run must reach
 
 
 def seed_of(run_dir: str, status: Dict) -> str:
@@ -185,7 +184,8 @@ def source_blind_baseline(data: str) -> float:
     return unigram_baseline(data, *pairs[0])
 
 
-def mark_stalled(rows: List[Dict], baseline: float, margin: float = DEFAULT_MARGIN) -> None:
+def mark_stalled(rows: List[Dict], baseline: float,
+                 margin: float = runlog.STALLED_MARGIN) -> None:
     """Set each row's ``stalled``: trained (ok) but its last validation nll not below
     ``baseline - margin`` bits. The baseline is a cross-entropy of the references, so it is
     compared with the nll, not with the label-smoothed loss (higher by the smoothing's share);
@@ -194,7 +194,7 @@ def mark_stalled(rows: List[Dict], baseline: float, margin: float = DEFAULT_MARG
         nll = row.get("last_valid_nll")
         loss = nll if nll not in (None, "") else row["last_valid_loss"]
         row["stalled"] = (row["status"] == "ok" and loss not in (None, "")
-                          and not float(loss) < baseline - margin)
+                          and runlog.stalled(float(loss), baseline, margin))
 
 
 def by_cell(rows: List[Dict]) -> Dict[tuple, List[Dict]]:
@@ -493,8 +493,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")
     parser.add_argument("--data", help="the runs' binarised data (one language pair): mark the "
                                        "runs that stalled at the source-blind baseline")
-    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
-                        help=f"bits below that baseline a run must reach [{DEFAULT_MARGIN}]")
+    parser.add_argument("--margin", type=float, default=runlog.STALLED_MARGIN,
+                        help=f"bits below that baseline a run must reach "
+                             f"[{runlog.STALLED_MARGIN}]")
     args = parser.parse_args(argv)
     rows = collect(args.dataset, args.runs)
     if not rows:

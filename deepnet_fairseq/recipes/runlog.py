@@ -51,6 +51,8 @@ HEADER = "==== attempt "
 VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
 VALID_NLL = re.compile(r"valid on '\S+' subset \|.*?\| nll_loss (\S+)")
 UPDATES = re.compile(r"num_updates[= ](\d+)")
+TRAIN_LOSS = re.compile(r"\| train_inner \|.*?\bloss=([^,\s]+)")  # --log-format simple
+STALLED_MARGIN = 0.5  # bits below the source-blind baseline a trained run's nll must reach
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 
 
@@ -67,6 +69,20 @@ def valid_nll(line: str) -> Optional[float]:
     other line."""
     nll = VALID_NLL.search(line) or VALID_LOSS.search(line)
     return _float(nll.group(1)) if nll else None
+
+
+def stalled(nll: float, baseline: float, margin: float = STALLED_MARGIN) -> bool:
+    """A run that trained (status ok) but learned little more than a model that ignores its
+    source: its validation nll not MARGIN bits below BASELINE, the cross-entropy of the
+    references' unigram distribution (``storage.baseline``). The sweeps' report and
+    ``deepnet-depth-study`` mark their runs by this rule."""
+    return not nll < baseline - margin
+
+
+def last_train_loss(log_text: str) -> float:
+    """The loss of the last logged training update (NaN if none was logged)."""
+    losses = TRAIN_LOSS.findall(log_text)
+    return _float(losses[-1]) if losses else math.nan
 
 
 def valid_curve(log_text: str) -> Dict[int, float]:
