@@ -228,7 +228,7 @@ def overflow_cascade(parsed: Dict, overflow_run: int) -> Optional[str]:
 
 def judge_training(parsed: Dict, status: Dict, exit_code: int, precision: str, updates: int,
                    min_loss_drop: float, overflow_run: int) -> Dict:
-    """pass/fail of one training and its figures, from parse_train_log and runlog.classify."""
+    """pass/fail of one training and its figures, from parse_train_log and fairseq_log.classify."""
     logged = parsed["updates"]
     losses = [u.get("loss", math.nan) for u in logged]
     done = int(max((u.get("num_updates", 0) for u in logged), default=0))

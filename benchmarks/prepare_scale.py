@@ -45,6 +45,8 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from deepnet_fairseq.recipes.settings import typed
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 ZWNJ = "\u200c"
@@ -316,7 +318,7 @@ def main(argv=None) -> int:
         inputs = sorted(os.path.join(data, "clean", name)
                         for name in os.listdir(os.path.join(data, "clean"))
                         if name.startswith("train."))
-        vocab = int(resolved["VOCAB"])
+        vocab = typed("VOCAB", resolved["VOCAB"])
         with tempfile.TemporaryDirectory(dir=args.root) as scratch:
             for n in samples:
                 say(f"sentencepiece probe: {n:,} sentences, vocabulary {vocab}")
@@ -342,7 +344,7 @@ def main(argv=None) -> int:
             memory = fit([(p["sentences"], p["peak_rss_mb"]) for p in probes], target_spm)
             how = f"line through {len(probes)} probes, at {target_spm:,} sentences"
         elif name == "sentencepiece":  # no probes: linear in the sentences it samples
-            sampled = min(2 * pairs, int(resolved["SPM_SENTENCES"]))
+            sampled = min(2 * pairs, typed("SPM_SENTENCES", resolved["SPM_SENTENCES"]))
             seconds = s.get("cpu_seconds", s["seconds"]) * target_spm / sampled
             memory, how = None, f"CPU s x {target_spm:,} / {sampled:,} sentences sampled"
         else:

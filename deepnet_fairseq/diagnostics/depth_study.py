@@ -10,9 +10,9 @@ binarised translation directory given with --data (e.g. Multi30k from scripts/qu
 
   diverged  fairseq reported non-finite numbers, or the last validation loss is no better than
             a uniform guess over the vocabulary after the warmup: the recipes' rule
-            (``recipes.runlog.classify``), read from fairseq's own output, never the command
+            (``fairseq_log.classify``), read from fairseq's own output, never the command
   stalled   trained, but the final validation loss not below the source-blind baseline minus
-            --margin bits (``recipes.runlog.stalled``, the rule of the sweeps' report); the
+            --margin bits (``fairseq_log.stalled``, the rule of the sweeps' report); the
             baseline is the entropy of the unigram distribution of the validation targets, the
             loss of a model that ignores the source
   trained   otherwise
@@ -37,7 +37,7 @@ import time
 from typing import Dict, List
 
 from .. import USER_DIR, methods
-from ..recipes import runlog
+from .. import fairseq_log
 from ..processes import Interrupted, run_forwarding, signals_interrupt
 from ..storage.baseline import unigram_baseline
 from ..storage.fileio import ensure_directory, move, one_line_os_errors, open_no_follow
@@ -62,9 +62,9 @@ def get_parser():
                         help="warmup updates of the inverse_sqrt schedule (100)")
     parser.add_argument("--max-tokens", type=int, default=512, help="tokens per batch (512)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every run (1)")
-    parser.add_argument("--margin", type=float, default=runlog.STALLED_MARGIN,
+    parser.add_argument("--margin", type=float, default=fairseq_log.STALLED_MARGIN,
                         help="bits below the source-blind baseline a run must reach "
-                             f"({runlog.STALLED_MARGIN})")
+                             f"({fairseq_log.STALLED_MARGIN})")
     parser.add_argument("--data", help="binarised fairseq translation data (default: generate)")
     parser.add_argument("--source-lang", default="src")
     parser.add_argument("--target-lang", default="tgt")
@@ -137,7 +137,7 @@ def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
         raise Interrupted(signum)
     with open(path, encoding="utf-8", errors="replace") as handle:
         log = handle.read()
-    outcome = runlog.classify(log, code, vocab_size(data, args.target_lang),
+    outcome = fairseq_log.classify(log, code, vocab_size(data, args.target_lang),
                               min_updates=args.warmup)
     if outcome["status"] not in ("ok", "diverged"):
         raise RuntimeError(f"fairseq-train failed for {method} {layers}L-{layers}L "
@@ -147,10 +147,10 @@ def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
     if outcome["status"] == "diverged":
         status = "diverged"
     else:
-        status = "stalled" if runlog.stalled(valid_loss, baseline, args.margin) else "trained"
+        status = "stalled" if fairseq_log.stalled(valid_loss, baseline, args.margin) else "trained"
     return dict(method=method, encoder_layers=layers, decoder_layers=layers, status=status,
                 valid_loss=valid_loss, baseline=baseline,
-                last_train_loss=runlog.last_train_loss(log), updates=outcome["num_updates"],
+                last_train_loss=fairseq_log.last_train_loss(log), updates=outcome["num_updates"],
                 seconds=round(time.time() - start, 1))
 
 

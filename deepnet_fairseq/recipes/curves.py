@@ -23,7 +23,7 @@ from typing import Dict, List
 from . import save_png, write_atomically
 from ..plotting import pyplot
 from ..storage.fileio import copy_file, one_line_os_errors
-from .runlog import valid_curve
+from ..fairseq_log import valid_curve
 
 CURVE_FILE = "valid_loss.csv"
 EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"), ("config.json", "config.json"),

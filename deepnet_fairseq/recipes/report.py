@@ -47,7 +47,8 @@ import statistics
 import sys
 from typing import Dict, List, Optional
 
-from . import runlog, save_png, write_atomically
+from . import save_png, write_atomically
+from ..fairseq_log import STALLED_MARGIN, stalled
 from ..plotting import pyplot
 from ..storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
 from .distinct import DEFAULT_MIN_SHARE, ignores_source
@@ -185,7 +186,7 @@ def source_blind_baseline(data: str) -> float:
 
 
 def mark_stalled(rows: List[Dict], baseline: float,
-                 margin: float = runlog.STALLED_MARGIN) -> None:
+                 margin: float = STALLED_MARGIN) -> None:
     """Set each row's ``stalled``: trained (ok) but its last validation nll not below
     ``baseline - margin`` bits. The baseline is a cross-entropy of the references, so it is
     compared with the nll, not with the label-smoothed loss (higher by the smoothing's share);
@@ -194,7 +195,7 @@ def mark_stalled(rows: List[Dict], baseline: float,
         nll = row.get("last_valid_nll")
         loss = nll if nll not in (None, "") else row["last_valid_loss"]
         row["stalled"] = (row["status"] == "ok" and loss not in (None, "")
-                          and runlog.stalled(float(loss), baseline, margin))
+                          and stalled(float(loss), baseline, margin))
 
 
 def by_cell(rows: List[Dict]) -> Dict[tuple, List[Dict]]:
@@ -493,9 +494,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")
     parser.add_argument("--data", help="the runs' binarised data (one language pair): mark the "
                                        "runs that stalled at the source-blind baseline")
-    parser.add_argument("--margin", type=float, default=runlog.STALLED_MARGIN,
+    parser.add_argument("--margin", type=float, default=STALLED_MARGIN,
                         help=f"bits below that baseline a run must reach "
-                             f"[{runlog.STALLED_MARGIN}]")
+                             f"[{STALLED_MARGIN}]")
     args = parser.parse_args(argv)
     rows = collect(args.dataset, args.runs)
     if not rows:

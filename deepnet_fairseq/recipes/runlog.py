@@ -3,19 +3,11 @@
     python -m deepnet_fairseq.recipes.runlog --log train.log --exit-code 0 \\
         --vocab-size 32008 --out status.json [--signal SIGTERM] [--meta KEY=VALUE ...]
 
-The paper's Table 1 writes "diverged" where a model could not be trained; here a run is
-
-* **diverged** when fairseq stopped on non-finite numbers (``FloatingPointError``: NaN/Inf
-  gradients in fp32, or the fp16 loss scale fell below ``--min-loss-scale``), when a logged
-  loss is NaN/Inf, or when the last validation loss is no better than a uniform guess over
-  the vocabulary (``log2(vocab size)`` bits; fairseq logs losses in base 2) after at least
-  ``--min-updates`` updates (the recipes pass the warmup: a model still warming up may not
-  have beaten a uniform guess yet);
-* **interrupted** when the launch was stopped by a signal (SIGTERM / SIGINT / SIGHUP: a
-  scheduler's time limit, a preemption, Ctrl-C; ``--signal``): the next launch resumes it;
-* **failed** when fairseq-train exited non-zero for any other reason (out of memory, a bad
-  option, a SIGKILL): a failed run is retried by the sweep, a diverged one is not;
-* **ok** otherwise.
+The paper's Table 1 writes "diverged" where a model could not be trained; the rules that say
+diverged, interrupted (``--signal``: the next launch resumes it), failed (retried by a sweep,
+where a diverged run is not) or ok are ``deepnet_fairseq/fairseq_log.py``'s, which the depth
+study shares. This module adds what the recipes show while a run goes on: the progress lines of
+training and decoding, and the watch that stops a diverged run early (``STOP_DIVERGED``).
 
 The status JSON (written atomically) also holds the last validation loss (``last_valid_loss``:
 the criterion's, label-smoothed with the recipes' ``label_smoothed_cross_entropy``), the last
@@ -26,74 +18,18 @@ and the update count. The progress line shows the nll.
 
 import argparse
 import math
-import re
 import sys
 import threading
 import time
 from typing import Dict, Optional
 
 from . import write_json
+from ..fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
-# fairseq's own reports of non-finite numbers, matched only where fairseq writes them: the
-# exception line of its traceback (FloatingPointError: gradients are Nan/Inf, Minimum loss scale
-# reached; torchrun prefixes a worker's lines with [rankN]:) and its progress records. Not
-# anywhere in a line: the attempt header (HEADER) and fairseq's dump of its options hold the
-# command, whose paths, run name and TRAIN_ARGS may contain any of these words.
-_DIVERGED = re.compile(r"^(?:\[\w+\]:\s*)?FloatingPointError\b"
-                       r"|(?:^|\| )(?:train_inner|train|valid) \|.*\bloss[= ](?:nan|inf|-inf)\b",
-                       re.IGNORECASE)
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
 # sentences, ETA) this often
 DECODING = "decoding: "
 """How the evaluation's progress lines start (``DecodeProgress``; the runner shows them)."""
-HEADER = "==== attempt "
-"""How the runner's own lines in a training log start (never read as fairseq's output)."""
-VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
-VALID_NLL = re.compile(r"valid on '\S+' subset \|.*?\| nll_loss (\S+)")
-UPDATES = re.compile(r"num_updates[= ](\d+)")
-TRAIN_LOSS = re.compile(r"\| train_inner \|.*?\bloss=([^,\s]+)")  # --log-format simple
-STALLED_MARGIN = 0.5  # bits below the source-blind baseline a trained run's nll must reach
-_ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return math.nan
-
-
-def valid_nll(line: str) -> Optional[float]:
-    """The validation nll (bits) of a fairseq valid line: its ``nll_loss``, or its ``loss``
-    where the criterion logs no nll_loss (cross_entropy, whose loss is the nll); None for any
-    other line."""
-    nll = VALID_NLL.search(line) or VALID_LOSS.search(line)
-    return _float(nll.group(1)) if nll else None
-
-
-def stalled(nll: float, baseline: float, margin: float = STALLED_MARGIN) -> bool:
-    """A run that trained (status ok) but learned little more than a model that ignores its
-    source: its validation nll not MARGIN bits below BASELINE, the cross-entropy of the
-    references' unigram distribution (``storage.baseline``). The sweeps' report and
-    ``deepnet-depth-study`` mark their runs by this rule."""
-    return not nll < baseline - margin
-
-
-def last_train_loss(log_text: str) -> float:
-    """The loss of the last logged training update (NaN if none was logged)."""
-    losses = TRAIN_LOSS.findall(log_text)
-    return _float(losses[-1]) if losses else math.nan
-
-
-def valid_curve(log_text: str) -> Dict[int, float]:
-    """{num_updates: validation loss (bits)} of every validation in a fairseq-train log; a
-    resumed run validates some updates twice, and its later record wins."""
-    curve = {}
-    for line in log_text.splitlines():
-        loss, updates = VALID_LOSS.search(line), UPDATES.search(line)
-        if loss and updates:
-            curve[int(updates.group(1))] = _float(loss.group(1))
-    return dict(sorted(curve.items()))
 
 
 class DivergenceWatch:
@@ -112,7 +48,7 @@ class DivergenceWatch:
         loss, updates = VALID_LOSS.search(line), UPDATES.search(line)
         if not (loss and updates) or self.patience <= 0 or self.stopped:
             return bool(self.stopped)
-        value, update = _float(loss.group(1)), int(updates.group(1))
+        value, update = as_number(loss.group(1)), int(updates.group(1))
         if update > self.warmup and not (value < self.uniform):
             self.streak += 1
         else:
@@ -215,42 +151,6 @@ class DecodeProgress:
                 text += f", direction {self.direction[0]}/{self.directions} {self.direction[1]}"
             return (text + f", {minutes(now - self.start)} elapsed"
                     + eta(done, self.total, self.first, now))
-
-
-def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
-             signal: Optional[str] = None) -> Dict:
-    """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
-    # fairseq's output only: the runner's header lines hold the command
-    log_text = "\n".join(line for line in log_text.splitlines() if not line.startswith(HEADER))
-    valid = [_float(v) for v in VALID_LOSS.findall(log_text)]
-    nll = [value for value in map(valid_nll, log_text.splitlines()) if value is not None]
-    updates = [int(u) for u in UPDATES.findall(log_text)]
-    last_valid: Optional[float] = valid[-1] if valid else None
-    result = {"last_valid_loss": last_valid, "last_valid_nll": nll[-1] if nll else None,
-              "num_updates": max(updates) if updates else 0}
-    uniform = math.log2(vocab_size)
-    diverged = next((line.strip() for line in log_text.splitlines()
-                     if _DIVERGED.search(line)), None)
-    if diverged:
-        result.update(status="diverged", reason=f"fairseq reported: {diverged[:300]}")
-    elif signal:
-        result.update(status="interrupted",
-                      reason=f"stopped by {signal} at update {result['num_updates']}; the next "
-                             "launch resumes from checkpoint_last.pt")
-    elif exit_code != 0:
-        errors = [m.group(0) for m in _ERROR.finditer(log_text)]
-        reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"
-        result.update(status="failed", reason=reason[:300])
-    elif last_valid is not None and not (last_valid < uniform) and (
-            math.isnan(last_valid) or result["num_updates"] >= min_updates):
-        result.update(status="diverged",
-                      reason=f"last validation loss {last_valid} >= log2(vocab) = {uniform:.2f} "
-                             "(no better than a uniform guess)")
-    elif last_valid is None:
-        result.update(status="failed", reason="no validation loss in the log")
-    else:
-        result.update(status="ok", reason="")
-    return result
 
 
 def main(argv=None) -> None:

@@ -7,7 +7,7 @@ A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
   torchrun run to ``attempts/attempt-<N>.node<k>.log`` and ``train.node<k>.log`` instead;
 * global rank 0 alone writes ``config.json`` (settings, layout, command), ``command.sh`` and
   ``status.json``: ``running`` while it trains, then ``ok`` / ``diverged`` / ``failed`` from
-  its own log (``runlog.classify``), or ``interrupted`` when the launch received SIGTERM,
+  its own log (``fairseq_log.classify``), or ``interrupted`` when the launch received SIGTERM,
   SIGINT or SIGHUP (a scheduler's time limit, Ctrl-C), which it passes on to the processes;
 * exit status: 0 ok, 3 diverged, 1 failed, 128 + signal number when interrupted.
 
@@ -30,6 +30,7 @@ from typing import List, Mapping, Optional, Tuple
 from ..processes import run_forwarding
 from .workers import cores
 from . import runlog, write_atomically, write_json
+from ..fairseq_log import HEADER, classify
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, plan_layout, task_args, train_command,
                      train_environment)
@@ -212,7 +213,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         write_atomically(os.path.join(run_dir, "command.sh"), shlex.join(command) + "\n")
         write_json(os.path.join(run_dir, "status.json"),
                    {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
-    header = (f"{runlog.HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
+    header = (f"{HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
               f"{_now()}, {socket.gethostname()}: {shlex.join(command)}\n")
     for path in (attempt_log, train_log):
         _append(path, header)
@@ -242,13 +243,13 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     log(cfg, "train", f"{name}: {progress.line()}")
     ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
     for path in (attempt_log, train_log):
-        _append(path, f"{runlog.HEADER}{number} ended {_now()}: {ending}\n")
+        _append(path, f"{HEADER}{number} ended {_now()}: {ending}\n")
     if not layout.is_rank0:
         log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
                           "the status")
         return 128 + signum if signum else (0 if code == 0 else EXIT["failed"])
     with open(attempt_log, encoding="utf-8", errors="replace") as handle:
-        result = watch.stopped if watch.stopped and not signum else runlog.classify(
+        result = watch.stopped if watch.stopped and not signum else classify(
             handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
             signal.Signals(signum).name if signum else None)
     write_json(os.path.join(run_dir, "status.json"), {**meta, **result})
@@ -319,7 +320,8 @@ def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
     """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run."""
     if cfg.get("RUNS"):
         return [check_run_entry(entry) for entry in cfg["RUNS"].split()]
-    return [(method, n, n, []) for method in cfg["METHODS"].split() for n in cfg["DEPTHS"].split()]
+    return [(method, str(n), str(n), []) for method in cfg.words("METHODS")
+            for n in cfg.ints("DEPTHS")]
 
 
 def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:

@@ -212,6 +212,23 @@ NOT_SETTINGS = {"LANG", "LANGUAGE", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_W
                 "GROUP_RANK", "ROLE_RANK", "LINES", "COLUMNS", "TERM", "MASTER"}
 
 
+def typed(name: str, text: str):
+    """TEXT, a value of setting NAME that passed its check, as its declared kind's type: int,
+    float, bool for 0|1, a tuple for words and ints; the text itself for the other kinds."""
+    kind = SETTINGS[name].kind
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "0|1":
+        return text == "1"
+    if kind == "words":
+        return tuple(text.split())
+    if kind == "ints":
+        return tuple(int(n) for n in text.split())
+    return text
+
+
 @dataclass
 class Settings:
     """Resolved settings: validated string values and where each came from."""
@@ -245,14 +262,29 @@ class Settings:
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
         return self.values.get(name, default)
 
+    # Typed reads. Each accessor reads only settings declared with its kind, so that a value is
+    # read as what its declaration checked it to be (a TypeError is a programming error, and
+    # tests/unit/test_settings.py checks every call in the package against the declarations).
+    def _of_kind(self, name: str, kind: str):
+        declared = SETTINGS[name].kind  # KeyError for an undeclared name, as in __getitem__
+        if declared != kind:
+            raise TypeError(f"{name} is declared {declared!r}, not {kind!r}")
+        return typed(name, self[name])
+
     def int(self, name: str) -> int:
-        return int(self[name])
+        return self._of_kind(name, "int")
 
     def float(self, name: str) -> float:
-        return float(self[name])
+        return self._of_kind(name, "float")
 
     def flag(self, name: str) -> bool:
-        return self[name] == "1"
+        return self._of_kind(name, "0|1")
+
+    def words(self, name: str) -> Tuple[str, ...]:
+        return self._of_kind(name, "words")
+
+    def ints(self, name: str) -> Tuple[int, ...]:
+        return self._of_kind(name, "ints")
 
     def freeze(self) -> None:
         self.frozen = True

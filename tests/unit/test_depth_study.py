@@ -1,5 +1,5 @@
 """deepnet-depth-study's verdict on one run, from hand-written fairseq logs: it is the recipes'
-rule (runlog.classify for diverged, runlog.stalled for stalled), read from fairseq's output and
+rule (fairseq_log.classify for diverged, fairseq_log.stalled for stalled), read from fairseq's output and
 never from the command that fairseq echoes into its log. The real runs:
 slow/test_diagnostics_end_to_end.py."""
 

@@ -19,7 +19,7 @@ LAYERS = [
     ("models", ["models"]),
     ("tasks", ["tasks"]),
     ("tools", ["export", "hf_export", "hub", "average_checkpoints", "spm", "cli",
-               "fairseq_train_compat", "processes", "plotting"]),
+               "fairseq_train_compat", "processes", "plotting", "fairseq_log"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),
 ]

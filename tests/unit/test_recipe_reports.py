@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from deepnet_fairseq import fairseq_log
 from deepnet_fairseq.recipes import curves, report, runlog, score
 
 
@@ -35,7 +36,7 @@ def test_classify_ok_diverged_failed():
 def test_valid_curve_reads_every_validation_and_a_resumed_run_keeps_the_later_one():
     log = (VALID.format(9.1, 10) + "train_inner | loss=7.2, num_updates=15\n"
            + VALID.format(8.0, 20) + VALID.format(7.9, 20) + VALID.format("nan", 30))
-    curve = runlog.valid_curve(log)
+    curve = fairseq_log.valid_curve(log)
     assert list(curve) == [10, 20, 30] and curve[10] == 9.1 and curve[20] == 7.9
     assert math.isnan(curve[30])
 
@@ -234,7 +235,7 @@ def test_the_words_of_divergence_in_the_command_do_not_make_a_run_diverged(where
     """The attempt header and fairseq's dump of its options hold the command; a run whose
     name, work path or TRAIN_ARGS contains FloatingPointError or loss=nan trained fine."""
     words = "/work/FloatingPointError/loss=nan gradients are Nan/Inf"
-    lines = {"header": f"{runlog.HEADER}1, 2026-11-25, host: fairseq-train {words}\n",
+    lines = {"header": f"{fairseq_log.HEADER}1, 2026-11-25, host: fairseq-train {words}\n",
              "options dump": f"2026 | INFO | fairseq_cli.train | {{'save_dir': '{words}'}}\n",
              "run name": f"2026 | INFO | fairseq.checkpoint_utils | saved {words}/c.pt\n"}
     log = lines[where] + VALID.format(6.5, 20)

@@ -12,7 +12,7 @@ from ..rawtext import (PrepareError, extract, fetch, find_local, local_dir, read
 
 
 def languages(cfg, supervised: Optional[str]) -> List[str]:
-    langs = cfg["LANGS"].split()
+    langs = list(cfg.words("LANGS"))
     if langs == ["all"]:
         if supervised is None:
             raise PrepareError("SOURCE=local needs LANGS, the languages to take from LOCAL_DIR")

@@ -1,0 +1,118 @@
+"""What fairseq-train's output says about a run: its verdict (ok, diverged, interrupted, failed),
+its validation losses and nll, its last training loss, and whether a trained run learned more
+than a model that ignores its source (stalled). Read from fairseq's own lines only, never from
+the command it echoes. The recipes (``recipes/runlog.py``, the runner, the report, the curves)
+and the depth study (``diagnostics/depth_study.py``) classify their runs here, so that both call
+the same run the same thing; ``python -m deepnet_fairseq.recipes.runlog`` is its command line.
+
+The rules:
+
+* **diverged** when fairseq stopped on non-finite numbers (``FloatingPointError``: NaN/Inf
+  gradients in fp32, or the fp16 loss scale fell below ``--min-loss-scale``), when a logged
+  loss is NaN/Inf, or when the last validation loss is no better than a uniform guess over
+  the vocabulary (``log2(vocab size)`` bits; fairseq logs losses in base 2) after at least
+  ``min_updates`` updates (the recipes pass the warmup: a model still warming up may not
+  have beaten a uniform guess yet);
+* **interrupted** when the launch was stopped by a signal (SIGTERM / SIGINT / SIGHUP);
+* **failed** when fairseq-train exited non-zero for any other reason (out of memory, a bad
+  option, a SIGKILL);
+* **ok** otherwise; an ok run is **stalled** when its last validation nll is not
+  ``STALLED_MARGIN`` bits below the source-blind baseline (``storage.baseline``).
+"""
+
+import math
+import re
+from typing import Dict, Optional
+
+# fairseq's own reports of non-finite numbers, matched only where fairseq writes them: the
+# exception line of its traceback (FloatingPointError: gradients are Nan/Inf, Minimum loss scale
+# reached; torchrun prefixes a worker's lines with [rankN]:) and its progress records. Not
+# anywhere in a line: the attempt header (HEADER) and fairseq's dump of its options hold the
+# command, whose paths, run name and TRAIN_ARGS may contain any of these words.
+_DIVERGED = re.compile(r"^(?:\[\w+\]:\s*)?FloatingPointError\b"
+                       r"|(?:^|\| )(?:train_inner|train|valid) \|.*\bloss[= ](?:nan|inf|-inf)\b",
+                       re.IGNORECASE)
+HEADER = "==== attempt "
+"""How the runner's own lines in a training log start (never read as fairseq's output)."""
+VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
+VALID_NLL = re.compile(r"valid on '\S+' subset \|.*?\| nll_loss (\S+)")
+UPDATES = re.compile(r"num_updates[= ](\d+)")
+_ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
+TRAIN_LOSS = re.compile(r"\| train_inner \|.*?\bloss=([^,\s]+)")  # --log-format simple
+STALLED_MARGIN = 0.5  # bits below the source-blind baseline a trained run's nll must reach
+
+
+def as_number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def valid_nll(line: str) -> Optional[float]:
+    """The validation nll (bits) of a fairseq valid line: its ``nll_loss``, or its ``loss``
+    where the criterion logs no nll_loss (cross_entropy, whose loss is the nll); None for any
+    other line."""
+    nll = VALID_NLL.search(line) or VALID_LOSS.search(line)
+    return as_number(nll.group(1)) if nll else None
+
+
+def stalled(nll: float, baseline: float, margin: float = STALLED_MARGIN) -> bool:
+    """A run that trained (status ok) but learned little more than a model that ignores its
+    source: its validation nll not MARGIN bits below BASELINE, the cross-entropy of the
+    references' unigram distribution (``storage.baseline``). The sweeps' report and
+    ``deepnet-depth-study`` mark their runs by this rule."""
+    return not nll < baseline - margin
+
+
+def last_train_loss(log_text: str) -> float:
+    """The loss of the last logged training update (NaN if none was logged)."""
+    losses = TRAIN_LOSS.findall(log_text)
+    return as_number(losses[-1]) if losses else math.nan
+
+
+def valid_curve(log_text: str) -> Dict[int, float]:
+    """{num_updates: validation loss (bits)} of every validation in a fairseq-train log; a
+    resumed run validates some updates twice, and its later record wins."""
+    curve = {}
+    for line in log_text.splitlines():
+        loss, updates = VALID_LOSS.search(line), UPDATES.search(line)
+        if loss and updates:
+            curve[int(updates.group(1))] = as_number(loss.group(1))
+    return dict(sorted(curve.items()))
+
+
+def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
+             signal: Optional[str] = None) -> Dict:
+    """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
+    # fairseq's output only: the runner's header lines hold the command
+    log_text = "\n".join(line for line in log_text.splitlines() if not line.startswith(HEADER))
+    valid = [as_number(v) for v in VALID_LOSS.findall(log_text)]
+    nll = [value for value in map(valid_nll, log_text.splitlines()) if value is not None]
+    updates = [int(u) for u in UPDATES.findall(log_text)]
+    last_valid: Optional[float] = valid[-1] if valid else None
+    result = {"last_valid_loss": last_valid, "last_valid_nll": nll[-1] if nll else None,
+              "num_updates": max(updates) if updates else 0}
+    uniform = math.log2(vocab_size)
+    diverged = next((line.strip() for line in log_text.splitlines()
+                     if _DIVERGED.search(line)), None)
+    if diverged:
+        result.update(status="diverged", reason=f"fairseq reported: {diverged[:300]}")
+    elif signal:
+        result.update(status="interrupted",
+                      reason=f"stopped by {signal} at update {result['num_updates']}; the next "
+                             "launch resumes from checkpoint_last.pt")
+    elif exit_code != 0:
+        errors = [m.group(0) for m in _ERROR.finditer(log_text)]
+        reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"
+        result.update(status="failed", reason=reason[:300])
+    elif last_valid is not None and not (last_valid < uniform) and (
+            math.isnan(last_valid) or result["num_updates"] >= min_updates):
+        result.update(status="diverged",
+                      reason=f"last validation loss {last_valid} >= log2(vocab) = {uniform:.2f} "
+                             "(no better than a uniform guess)")
+    elif last_valid is None:
+        result.update(status="failed", reason="no validation loss in the log")
+    else:
+        result.update(status="ok", reason="")
+    return result
