@@ -1,6 +1,6 @@
 """Classify a finished training run as ok, diverged or failed, from its fairseq-train log.
 
-    python -m deepnet_fairseq.recipes.runlog --log train.log --exit-code 0 \\
+    python -m deepnet_fairseq.recipes.run.runlog --log train.log --exit-code 0 \\
         --vocab-size 32008 --out status.json [--signal SIGTERM] [--meta KEY=VALUE ...]
 
 The paper's Table 1 writes "diverged" where a model could not be trained; here a run is
@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Dict, Optional
 
-from . import write_json
+from .. import write_json
 
 # fairseq's own reports of non-finite numbers, matched only where fairseq writes them: the
 # exception line of its traceback (FloatingPointError: gradients are Nan/Inf, Minimum loss scale
@@ -238,7 +238,7 @@ def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.runlog",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.run.runlog",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log", required=True, help="fairseq-train output")
