@@ -16,7 +16,7 @@ setup(
     # Measured 2026-11-25: 3.11, 3.12 and 3.13 install with scripts/install.sh and pass
     # tests/unit (910 each, at 68157d7); tests/integration passes on 3.11 and, at d688000, on
     # 3.13 (112 passed; 3.12 ran the prepare tests). A hang in multiprocessing's Pool.terminate
-    # (3 of 3 full runs on 3.13) is gone since recipes/workers.py forks one process per task:
+    # (3 of 3 full runs on 3.13) is gone since recipes/data/workers.py forks one process per task:
     # 0 hangs in 10 isolated runs of the test that hung, on each of 3.12 and 3.13. The floor is
     # transformers 5.24.0's (the deploy extra; torch 2.13.0 has no 3.9 wheel either); 3.14 is
     # left out until measured.

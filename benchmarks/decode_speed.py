@@ -34,7 +34,7 @@ sys.path.insert(0, REPO)
 
 from deepnet_fairseq import USER_DIR  # noqa: E402
 from deepnet_fairseq.recipes import write_json  # noqa: E402
-from deepnet_fairseq.recipes.score import hypotheses, score_direction  # noqa: E402
+from deepnet_fairseq.recipes.evaluation.score import hypotheses, score_direction  # noqa: E402
 
 BEAM = 5
 

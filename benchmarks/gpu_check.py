@@ -75,11 +75,13 @@ sys.path.insert(0, REPO)
 
 from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
 from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
-from deepnet_fairseq.recipes import prepare, runner, write_atomically, write_json  # noqa: E402
-from deepnet_fairseq.recipes.launch import (method_args, paths, plan_layout, task_args,  # noqa: E402
-                                            train_command)
-from deepnet_fairseq.recipes.score import hypotheses  # noqa: E402
-from deepnet_fairseq.recipes.settings import PREFIX, SETTINGS, resolve  # noqa: E402
+from deepnet_fairseq.recipes import write_atomically, write_json  # noqa: E402
+from deepnet_fairseq.recipes.data import prepare  # noqa: E402
+from deepnet_fairseq.recipes.run import runner  # noqa: E402
+from deepnet_fairseq.recipes.run.launch import (method_args, paths, plan_layout,  # noqa: E402
+                                                task_args, train_command)
+from deepnet_fairseq.recipes.evaluation.score import hypotheses  # noqa: E402
+from deepnet_fairseq.recipes.spec.settings import PREFIX, SETTINGS, resolve  # noqa: E402
 from deepnet_fairseq.storage.directories import make_dirs, remove_tree  # noqa: E402
 
 PRECISIONS = ("fp16", "bf16")
@@ -507,7 +509,7 @@ class Checks:
             return judge_generation(code, text, hypotheses(output) if code == 0 else [], refs)
 
         cfg = resolve(DATASET, env, REPO)
-        from deepnet_fairseq.recipes.launch import evaluate_command
+        from deepnet_fairseq.recipes.run.launch import evaluate_command
 
         spec = {"command": evaluate_command(cfg, dry_run=True), "trained": trained.get("spec")}
         return self.run(name, "generate", spec, body)

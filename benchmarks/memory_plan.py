@@ -9,7 +9,7 @@ process with the whole batch). For each,
 fairseq's Trainer trains a DeepNet model on a batch of SENT x (LEN+1) target tokens (SENT from
 the config or the environment: 128 x 32 = 4,096 by default on CUDA, 32 x 32 = 1,024 on CPU;
 vocabulary VOCAB + 4) and measures the resident bytes after the first update and the peak
-during the next, per process, against ``deepnet_fairseq.recipes.memory``'s estimate for that
+during the next, per process, against ``deepnet_fairseq.recipes.run.memory``'s estimate for that
 device, and prints them with their ratio.
 
 * CUDA: torch.cuda.memory_allocated / max_memory_allocated (fairseq's Trainer resets that
@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import deepnet_fairseq  # noqa: E402
 from deepnet_fairseq.diagnostics.common import reverse_copy_batch, write_dictionary  # noqa: E402
-from deepnet_fairseq.recipes.memory import GB, estimate  # noqa: E402
+from deepnet_fairseq.recipes.run.memory import GB, estimate  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 

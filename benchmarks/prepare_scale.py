@@ -45,7 +45,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from deepnet_fairseq.recipes.settings import typed
+from deepnet_fairseq.recipes.spec.settings import typed
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,9 +1,10 @@
 """What fairseq-train's output says about a run: its verdict (ok, diverged, interrupted, failed),
 its validation losses and nll, its last training loss, and whether a trained run learned more
 than a model that ignores its source (stalled). Read from fairseq's own lines only, never from
-the command it echoes. The recipes (``recipes/runlog.py``, the runner, the report, the curves)
-and the depth study (``diagnostics/depth_study.py``) classify their runs here, so that both call
-the same run the same thing; ``python -m deepnet_fairseq.recipes.runlog`` is its command line.
+the command it echoes. The recipes (``recipes/run/runlog.py``, the runner, the report, the
+curves) and the depth study (``diagnostics/depth_study.py``) classify their runs here, so that
+both call the same run the same thing; ``python -m deepnet_fairseq.recipes.run.runlog`` is its
+command line.
 
 The rules:
 

@@ -18,10 +18,12 @@ import signal
 import sys
 
 from ..processes import Interrupted, signals_interrupt
-from . import configfile, prepare, runner
-from .launch import print_settings
+from .spec import configfile
+from .data import prepare
+from .run import runner
+from .run.launch import print_settings
 from .datasets import DATASETS
-from .settings import SETTINGS, SettingError, help_text, home, resolve
+from .spec.settings import SETTINGS, SettingError, help_text, home, resolve
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error
 

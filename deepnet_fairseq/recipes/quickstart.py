@@ -35,10 +35,10 @@ import time
 import warnings
 from typing import Dict, Mapping
 
-from .distinct import counted
-from .runlog import minutes
+from .evaluation.distinct import counted
+from .run.runlog import minutes
 from ..processes import Interrupted, signals_interrupt
-from .settings import SettingError, Settings, home
+from .spec.settings import SettingError, Settings, home
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error
@@ -77,8 +77,8 @@ def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
 
 def show_result(cfg: Settings) -> Dict:
     """The evaluation's sacreBLEU and three test sentences beside their references."""
-    from .launch import paths
-    from .score import hypotheses
+    from .run.launch import paths
+    from .evaluation.score import hypotheses
 
     where = paths(cfg)
     pair = f"{cfg['SRC']}-{cfg['TGT']}"
@@ -96,9 +96,10 @@ def show_result(cfg: Settings) -> Dict:
 
 
 def run(env: Mapping[str, str], home: str) -> Dict:
-    from . import prepare, runner
-    from .launch import paths
-    from .settings import resolve
+    from .data import prepare
+    from .run import runner
+    from .run.launch import paths
+    from .spec.settings import resolve
 
     cfg = resolve(DATASET, env, home)
     where = paths(cfg)
@@ -144,9 +145,9 @@ def main(argv=None) -> int:
     try:
         env = recipe_env(os.environ, home())
         if args.dry_run:
-            from . import runner
-            from .launch import print_settings
-            from .settings import resolve
+            from .run import runner
+            from .run.launch import print_settings
+            from .spec.settings import resolve
 
             cfg = resolve(DATASET, env, home())
             print_settings(cfg, "train")

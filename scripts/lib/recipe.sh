@@ -9,13 +9,13 @@ PY=${DEEPNET_PYTHON:-python}
 die() { echo "error: $*" >&2; exit 1; }
 
 # recipe_args "$@": --help prints the calling script's header (line 2 to `set -euo pipefail`),
-# then every setting (generated from their declarations, deepnet_fairseq/recipes/settings.py);
+# then every setting (generated from their declarations, deepnet_fairseq/recipes/spec/settings.py);
 # the only other argument is --dry-run.
 recipe_args() {
   if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
     sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     echo
-    "$PY" -m deepnet_fairseq.recipes.settings \
+    "$PY" -m deepnet_fairseq.recipes.spec.settings \
       || echo "(the list of settings needs the package installed: bash scripts/install.sh)"
     exit 0
   fi

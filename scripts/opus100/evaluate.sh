@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Evaluate one OPUS-100 run (the paper's Table 2): average its last checkpoints, decode every
 # X<->En test set with fairseq-generate's code (one process for all directions, see
-# deepnet_fairseq/recipes/evaluate.py),
+# deepnet_fairseq/recipes/evaluation/evaluate.py),
 # score detokenised, case-sensitive sacreBLEU per direction and the X->En / En->X averages.
 #
 #   METHOD=deepnet LAYERS=100 bash scripts/opus100/evaluate.sh

@@ -1,4 +1,4 @@
-"""Experiments as files (configs/, recipes/configfile.py): every committed config runs as it is
+"""Experiments as files (configs/, recipes/spec/configfile.py): every committed config runs as it is
 (each step as a dry run), its settings say they come from it, the environment wins with a
 note, a command's settings saved with --save-config resolve the same when run from the file,
 and a sweep's runs get the file's settings."""
@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from deepnet_fairseq.recipes import __main__ as recipes_cli
-from deepnet_fairseq.recipes import configfile, runner
-from deepnet_fairseq.recipes.settings import resolve
+from deepnet_fairseq.recipes.run import runner
+from deepnet_fairseq.recipes.spec import configfile
+from deepnet_fairseq.recipes.spec.settings import resolve
 from support import REPO
 
 CONFIGS = sorted(glob.glob(os.path.join(REPO, "configs", "*.toml")))
@@ -96,7 +97,7 @@ def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
         return 3
 
     monkeypatch.setattr(runner, "train", train)
-    monkeypatch.setattr("deepnet_fairseq.recipes.report.main", lambda argv: 0)
+    monkeypatch.setattr("deepnet_fairseq.recipes.reporting.report.main", lambda argv: 0)
     assert runner.sweep(cfg, env) == 0
     assert trained == {"deepnet-1L-1L": ("0.0025", "config f"),
                        "deepnet-2L-2L+LR=0.001": ("0.001",

@@ -11,7 +11,7 @@ from support import REPO, USER_DIR, run
 
 def test_pure_modules_import_without_torch_or_fairseq():
     code = ("import sys, deepnet_fairseq.constants, deepnet_fairseq.methods, "
-            "deepnet_fairseq.recipes.settings, deepnet_fairseq.recipes.paper; "
+            "deepnet_fairseq.recipes.spec.settings, deepnet_fairseq.recipes.reporting.paper; "
             "print(sorted(m for m in ('torch', 'fairseq') if m in sys.modules))")
     out = run([sys.executable, "-c", code]).stdout
     assert out.strip() == "[]"

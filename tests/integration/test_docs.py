@@ -103,7 +103,7 @@ DOC_COMMANDS = [
      "tests/slow/test_benchmarks.py::test_the_benchmark_measures_cpu_modes_beside_the_estimate"),
     (r"bash benchmarks/gpu_check\.sh.*",
      "tests/slow/test_benchmarks.py::test_tiny_cpu_run_through_the_real_clis"),
-    (r"python -m deepnet_fairseq\.recipes\.evaluate.*",
+    (r"python -m deepnet_fairseq\.recipes\.evaluation\.evaluate.*",
      "tests/slow/test_train_generate.py::test_two_directions_load_the_model_once_and_match_fairseq_generate"),
     (r"sacrebleu --tokenize none", "tests/unit/test_bleu_metric.py::test_tokenized_bleu_agrees_with_sacrebleu_on_hand_tokenised_text"),
     (r"python -m deepnet_fairseq\.spm", ".ci/run"),  # the quickstart trains its sentencepiece
@@ -116,7 +116,7 @@ DOC_COMMANDS = [
      "tests/slow/test_train_generate.py::test_train_generate_resume_average_from_source_tree"),
     (r"python -m deepnet_fairseq\.recipes quickstart",  # scripts/quickstart.sh runs it
      "tests/integration/test_recipe_scripts.py::test_quickstart_help_dry_run_and_thin_wrapper"),
-    (r"python -m deepnet_fairseq\.recipes\.launch DATASET STEP|"
+    (r"python -m deepnet_fairseq\.recipes\.run\.launch DATASET STEP|"
      r"bash scripts/wmt17/train\.sh --dry-run",
      "tests/integration/test_recipe_scripts.py::test_dry_run_prints_settings_and_command_and_runs_nothing"),
     (r"srun --nodes .*|sbatch --nodes .*",
@@ -133,7 +133,7 @@ DOC_COMMANDS = [
     (r"fairseq-generate --path|fairseq-train --restore-file",  # fairseq's loader, weights-only
      "tests/unit/test_hostile_checkpoints.py::test_fairseqs_own_loading_is_weights_only_once_the_plugin_is_registered"),
     (r"pip install -e '\.\[deploy\]'", ".ci/run"),  # scripts/install.sh installs that extra
-    (r"python -m deepnet_fairseq\.recipes\.curves( .*)?",
+    (r"python -m deepnet_fairseq\.recipes\.reporting\.curves( .*)?",
      "tests/slow/test_recipe_chains.py::test_wmt17_sweep_with_forced_divergence"),
     (r"(OMP_NUM_THREADS=1 )?python -m deepnet_fairseq\.recipes run (configs/([\w-]+|<name>)|FILE)\.toml"
      r"( --dry-run)?",
@@ -141,11 +141,11 @@ DOC_COMMANDS = [
     (r"SIZE=mini METHOD=admin LAYERS=18 LR=0\.0005 python -m deepnet_fairseq\.recipes wmt17 "
      r"train --dry-run --save-config my-admin\.toml",
      "tests/integration/test_configs.py::test_saved_settings_resolve_the_same_from_the_file"),
-    (r"python -m deepnet_fairseq\.recipes\.lr_transfer( .*)?",
+    (r"python -m deepnet_fairseq\.recipes\.reporting\.lr_transfer( .*)?",
      "tests/unit/test_lr_transfer.py::test_optimum_and_drift_per_depth"),
-    (r"python -m deepnet_fairseq\.recipes\.report --dataset wmt17 .*",
+    (r"python -m deepnet_fairseq\.recipes\.reporting\.report --dataset wmt17 .*",
      "tests/unit/test_recipe_reports.py::test_runs_at_the_source_blind_loss_are_marked_stalled"),
-    (r"python -m deepnet_fairseq\.recipes\.presets > docs/presets\.md",
+    (r"python -m deepnet_fairseq\.recipes\.spec\.presets > docs/presets\.md",
      "tests/unit/test_launch.py::test_docs_presets_md_is_the_presets_as_they_are"),
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",
      "tests/slow/test_diagnostics_end_to_end.py::test_figure5_script_runs_a_row_and_refuses_an_unknown_one"),

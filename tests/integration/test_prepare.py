@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from deepnet_fairseq.recipes import rawtext
+from deepnet_fairseq.recipes.data import rawtext
 from release_server import Server, lines, multi30k, tgz
 from support import REPO
 
@@ -83,7 +83,7 @@ def _fails_at(index, bad):
 
 
 def test_tasks_run_in_worker_processes_and_come_back_in_order():
-    from deepnet_fairseq.recipes.workers import run_all
+    from deepnet_fairseq.recipes.data.workers import run_all
 
     seen = []
     # the first task is the slowest, and with sizes the largest starts first: order is kept
@@ -101,7 +101,7 @@ def test_tasks_run_in_worker_processes_and_come_back_in_order():
 
 STRESS_SCRIPT = """
 import os
-from deepnet_fairseq.recipes.workers import WorkerDied, run_all
+from deepnet_fairseq.recipes.data.workers import WorkerDied, run_all
 
 def task(index, mode):
     if mode == "raise" and index % 3 == 1:
@@ -141,7 +141,7 @@ def test_failing_and_dying_workers_never_hang_the_parent(tmp_path):
 WORKERS_SCRIPT = """
 import os, sys, time
 from deepnet_fairseq.processes import Interrupted, signals_interrupt
-from deepnet_fairseq.recipes.workers import run_all
+from deepnet_fairseq.recipes.data.workers import run_all
 
 def task(path):
     with open(path, "w") as out:
@@ -197,7 +197,7 @@ def multi_pair_raw(raw, langs=("de", "fr", "cs"), count=300):
 
 
 def test_parallel_cleaning_and_encoding_write_what_one_process_writes(tmp_path, capfd):
-    from deepnet_fairseq.recipes import corpus
+    from deepnet_fairseq.recipes.data import corpus
 
     written, said = {}, {}
     for workers in (1, 3):

@@ -1,11 +1,11 @@
 """bash scripts/DATASET/STEP.sh --help: the script's header, then every setting (generated from
-the declarations in recipes/settings.py, so a setting such as GPU_MEMORY_GB cannot be left
+the declarations in recipes/spec/settings.py, so a setting such as GPU_MEMORY_GB cannot be left
 out of it)."""
 
 import os
 import subprocess
 
-from deepnet_fairseq.recipes.settings import SETTINGS
+from deepnet_fairseq.recipes.spec.settings import SETTINGS
 from support import REPO
 
 

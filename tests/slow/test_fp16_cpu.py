@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from deepnet_fairseq import USER_DIR
-from deepnet_fairseq.recipes.runlog import UPDATES
+from deepnet_fairseq.recipes.run.runlog import UPDATES
 
 
 LOSS = re.compile(r"\| train_inner \|.* loss=([\d.]+),.*loss_scale=([\d.]+)")

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import time
 
-from deepnet_fairseq.recipes import prepare
+from deepnet_fairseq.recipes.data import prepare
 from deepnet_fairseq.recipes.datasets import iwslt14, wmt17
 from release_server import lines, multi30k, tgz
 from support import REPO, process_cmdline
@@ -102,7 +102,7 @@ def test_wmt17_download_mode_joins_the_four_corpora(server, tmp_path, monkeypatc
         return [line + b"\n" for line in sides[test_set, which].split(b"\n")[:-1]]
 
     monkeypatch.setattr(wmt17, "sacrebleu_side", side)
-    from deepnet_fairseq.recipes.settings import resolve
+    from deepnet_fairseq.recipes.spec.settings import resolve
 
     cfg = resolve("wmt17", {"SIZE": "smoke", "DEEPNET_WORK": str(tmp_path), "VOCAB": "600",
                             "TRAIN_LINES": "1500"}, REPO)

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from deepnet_fairseq.corpora import multi30k_dir
-from deepnet_fairseq.recipes import curves
+from deepnet_fairseq.recipes.reporting import curves
 from support import REPO, process_alive, process_cmdline
 
 
@@ -108,7 +108,7 @@ def test_an_evaluation_stopped_while_decoding_resumes_and_records_what_it_evalua
     evaluated again, not answered from the cache. No evaluation while the run is locked."""
     import fairseq_cli.generate
 
-    from deepnet_fairseq.recipes import evaluate
+    from deepnet_fairseq.recipes.evaluation import evaluate
     from deepnet_fairseq.storage.directories import RunLock
 
     run = wmt17 / "runs" / "deepnet-1L-1L"
@@ -129,8 +129,8 @@ def test_an_evaluation_stopped_while_decoding_resumes_and_records_what_it_evalua
     # the real decodes in processes of their own, as the recipes run them (fairseq's data
     # loader workers, forked, would keep the run's lock in this one)
     def evaluate_in_a_process(arguments):
-        subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes.evaluate", *arguments],
-                       check=True, capture_output=True, cwd=REPO)
+        subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes.evaluation.evaluate",
+                        *arguments], check=True, capture_output=True, cwd=REPO)
 
     evaluate_in_a_process(argv)
     assert json.load(open(run / "eval" / "eval.json"))["directions"]["en-de"]["sentences"] == 60

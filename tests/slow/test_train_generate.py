@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deepnet_fairseq.average_checkpoints import cli_main
-from deepnet_fairseq.recipes import evaluate
+from deepnet_fairseq.recipes.evaluation import evaluate
 from support import (
     NARROW, PY, REPO, TRAIN_OPTIONS, USER_DIR, fairseq_preprocess, fairseq_train, run, train,
     write_reverse_corpus,

@@ -7,7 +7,8 @@ import unicodedata
 
 import pytest
 
-from deepnet_fairseq.recipes import clean, score
+from deepnet_fairseq.recipes.data import clean
+from deepnet_fairseq.recipes.evaluation import score
 
 
 ZWNJ = "\u200c"

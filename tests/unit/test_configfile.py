@@ -1,4 +1,4 @@
-"""Experiments as TOML files (recipes/configfile.py): what a file may hold, each mistake a
+"""Experiments as TOML files (recipes/spec/configfile.py): what a file may hold, each mistake a
 SettingError naming the file, and any settings written by ``dumps`` read back the same by
 Python's own TOML reader (tomllib), for any text (hypothesis)."""
 
@@ -8,8 +8,8 @@ import tomllib
 import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
-from deepnet_fairseq.recipes import configfile
-from deepnet_fairseq.recipes.settings import SETTINGS, SettingError
+from deepnet_fairseq.recipes.spec import configfile
+from deepnet_fairseq.recipes.spec.settings import SETTINGS, SettingError
 
 GOOD = """description = "two runs"
 dataset = "wmt17"

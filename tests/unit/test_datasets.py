@@ -10,9 +10,13 @@ import sys
 
 import pytest
 
-from deepnet_fairseq.recipes import datasets, launch, prepare, presets, report, settings
+from deepnet_fairseq.recipes import datasets
+from deepnet_fairseq.recipes.data import prepare
 from deepnet_fairseq.recipes.datasets import DATASETS, Dataset
-from deepnet_fairseq.recipes.settings import SettingError
+from deepnet_fairseq.recipes.reporting import report
+from deepnet_fairseq.recipes.run import launch
+from deepnet_fairseq.recipes.spec import presets, settings
+from deepnet_fairseq.recipes.spec.settings import SettingError
 from support import REPO
 
 PACKAGE = os.path.join(REPO, "deepnet_fairseq")
@@ -129,7 +133,7 @@ def _example():
 def test_the_docs_example_is_one_file_that_runs_every_step(tmp_path, monkeypatch, capsys):
     """docs/running.md's example, as the file it says to add: discovered beside the shipped
     declarations, it resolves, and train, evaluate and sweep build their commands."""
-    from deepnet_fairseq.recipes import runner
+    from deepnet_fairseq.recipes.run import runner
 
     (tmp_path / "clinical.py").write_text(_example())
     monkeypatch.setattr(datasets, "__path__", [*datasets.__path__, str(tmp_path)])

@@ -2,7 +2,8 @@
 
 import pytest
 
-from deepnet_fairseq.recipes.distinct import distinct_summary, ignores_source, main, report
+from deepnet_fairseq.recipes.evaluation.distinct import (distinct_summary, ignores_source, main,
+                                                       report)
 
 
 COLLAPSED = ["Ein Mann in einem blauen Hemd steht auf einem Gehweg."] * 9 + ["Ein Hund läuft."]
@@ -55,7 +56,7 @@ def test_cli_errors(tmp_path, capsys, argv, message):
 
 
 def test_counts_are_said_in_words_that_agree_with_them():
-    from deepnet_fairseq.recipes.distinct import counted, report
+    from deepnet_fairseq.recipes.evaluation.distinct import counted, report
 
     assert counted(1, "distinct translation") == "1 distinct translation"  # the smoke model's
     assert counted(973, "distinct translation") == "973 distinct translations"

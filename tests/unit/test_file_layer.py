@@ -36,7 +36,7 @@ def test_every_tool_refuses_to_write_over_its_input(tmp_path, tool):
         # the CSV goes beside the PNG: train.png writes train.csv, here the log itself
         "plot-monitors-csv": (["deepnet_fairseq.diagnostics.plot_monitors", str(log),
                                "--output", str(tmp_path / "train.log.png")], None),
-        "curves": (["deepnet_fairseq.recipes.curves", str(run), "--plot",
+        "curves": (["deepnet_fairseq.recipes.reporting.curves", str(run), "--plot",
                     str(run / "valid_loss.csv")], run / "valid_loss.csv"),
         "source-use": (["deepnet_fairseq.diagnostics.source_use", str(tmp_path),
                         "--checkpoints", str(checkpoint), "--out", str(checkpoint)], checkpoint),
@@ -183,8 +183,8 @@ def console_script_mains():
     with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
         scripts = regex.findall(r'"(deepnet-[\w-]+)=([\w.]+):(\w+)"', f.read())
     tools = [(module, module, "main") for module in (
-        "deepnet_fairseq.recipes.curves", "deepnet_fairseq.recipes.lr_transfer",
-        "deepnet_fairseq.recipes.report")]
+        "deepnet_fairseq.recipes.reporting.curves", "deepnet_fairseq.recipes.reporting.lr_transfer",
+        "deepnet_fairseq.recipes.reporting.report")]
     return [(name, getattr(importlib.import_module(module), function))
             for name, module, function in scripts + tools
             if name not in ("deepnet-user-dir", "deepnet-model-options")]  # they only print

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from deepnet_fairseq.recipes import runlog
+from deepnet_fairseq.recipes.run import runlog
 from support import REPO
 
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))

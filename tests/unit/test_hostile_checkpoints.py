@@ -24,7 +24,8 @@ import torch
 
 from deepnet_fairseq import average_checkpoints, export
 from deepnet_fairseq.diagnostics import source_use
-from deepnet_fairseq.recipes import evaluate, runner
+from deepnet_fairseq.recipes.evaluation import evaluate
+from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.storage import checkpoint_io
 from support import PY
 

@@ -1,5 +1,5 @@
 """Hostile input to the recipes' data preparation: every row runs the real
-``python -m deepnet_fairseq.recipes.corpus`` (clean.py, then real sentencepiece, then encoding)
+``python -m deepnet_fairseq.recipes.data.corpus`` (clean.py, then real sentencepiece, then encoding)
 on a small en-de corpus in which one thing is wrong, and checks either the one-line refusal or
 that the cleaned pairs are still aligned, and what is (and is not) on disk afterwards.
 
@@ -15,7 +15,7 @@ from typing import Dict, NamedTuple, Optional, Sequence
 import pytest
 
 from deepnet_fairseq import spm
-from deepnet_fairseq.recipes import clean, corpus
+from deepnet_fairseq.recipes.data import clean, corpus
 
 
 N = 40         # training pairs of the base corpus
@@ -184,7 +184,7 @@ def test_a_bad_gz_file_is_one_prepare_error_naming_it(tmp_path, content):
     PrepareError naming the file (no traceback from gzip or zlib)."""
     import gzip
 
-    from deepnet_fairseq.recipes import rawtext
+    from deepnet_fairseq.recipes.data import rawtext
 
     whole = gzip.compress(b"ein Satz\n" * 2000)
     path = tmp_path / "train.de.gz"

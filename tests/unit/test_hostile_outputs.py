@@ -86,14 +86,14 @@ TABLE: List[Output] = [
     Output("deepnet-plot-monitors", "--output", "deepnet_fairseq.diagnostics.plot_monitors:main",
            lambda i, f, out: [str(_monitor_log(i, f)), "--output", out],
            lambda i, f: [_monitor_log(i, f)], name="result.png"),
-    Output("curves", "--plot", "deepnet_fairseq.recipes.curves:main",
+    Output("curves", "--plot", "deepnet_fairseq.recipes.reporting.curves:main",
            lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"), "--plot", out],
            lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001" / "valid_loss.csv"],
            name="result.png"),
-    Output("curves", "--export", "deepnet_fairseq.recipes.curves:main",
+    Output("curves", "--export", "deepnet_fairseq.recipes.reporting.curves:main",
            lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"), "--export", out],
            directory=True),
-    Output("lr_transfer", "--out", "deepnet_fairseq.recipes.lr_transfer:main",
+    Output("lr_transfer", "--out", "deepnet_fairseq.recipes.reporting.lr_transfer:main",
            lambda i, f, out: [str(_runs(i, f)), "--out", out], directory=True),
     Output("deepnet-export", "--output", "deepnet_fairseq.export:main",
            lambda i, f, out: [str(_checkpoint(i, f)), "--output", out],
@@ -123,9 +123,9 @@ ELSEWHERE = {
                                              "a marked one (tests/slow/test_diagnostics_end_to_end.py)",
 }
 
-TOOLS = {"curves": "deepnet_fairseq.recipes.curves:main",
-         "lr_transfer": "deepnet_fairseq.recipes.lr_transfer:main",
-         "report": "deepnet_fairseq.recipes.report:main"}
+TOOLS = {"curves": "deepnet_fairseq.recipes.reporting.curves:main",
+         "lr_transfer": "deepnet_fairseq.recipes.reporting.lr_transfer:main",
+         "report": "deepnet_fairseq.recipes.reporting.report:main"}
 
 
 PRINT_ONLY = {"deepnet-user-dir", "deepnet-model-options"}  # they write nothing but stdout

@@ -11,9 +11,10 @@ from typing import Dict
 
 import pytest
 
-from deepnet_fairseq.recipes import __main__ as recipes_cli, quickstart, runner
+from deepnet_fairseq.recipes import __main__ as recipes_cli, quickstart
+from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.storage import directories as workdir, fileio
-from deepnet_fairseq.recipes.settings import SettingError, resolve
+from deepnet_fairseq.recipes.spec.settings import SettingError, resolve
 from support import REPO
 
 
@@ -194,7 +195,7 @@ def test_quickstart_leaves_a_directory_it_did_not_create_alone(tmp_path, capsys,
 
 
 def test_training_progress_line_has_update_validation_and_eta():
-    from deepnet_fairseq.recipes.runlog import Progress
+    from deepnet_fairseq.recipes.run.runlog import Progress
 
     progress = Progress(total=1000)
     progress.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
@@ -216,7 +217,7 @@ def test_training_progress_line_has_update_validation_and_eta():
 
 @pytest.mark.parametrize("directory", ["eval", "eval.tmp"])
 def test_evaluation_leaves_an_eval_directory_it_did_not_create_alone(tmp_path, capsys, directory):
-    from deepnet_fairseq.recipes import evaluate
+    from deepnet_fairseq.recipes.evaluation import evaluate
 
     run_dir = tmp_path / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
@@ -234,7 +235,7 @@ def test_evaluation_leaves_an_eval_directory_it_did_not_create_alone(tmp_path, c
 
 @pytest.mark.parametrize("count", ["0", "-2"])
 def test_evaluation_averages_at_least_one_checkpoint(tmp_path, capsys, count):
-    from deepnet_fairseq.recipes import evaluate
+    from deepnet_fairseq.recipes.evaluation import evaluate
 
     with pytest.raises(SystemExit):
         evaluate.main(["--run-dir", str(tmp_path), "--average-last", count, "--directions",
@@ -243,7 +244,7 @@ def test_evaluation_averages_at_least_one_checkpoint(tmp_path, capsys, count):
 
 
 def _prepare_cfg(work, **env):
-    from deepnet_fairseq.recipes import settings
+    from deepnet_fairseq.recipes.spec import settings
 
     return settings.resolve("wmt17", {"DEEPNET_WORK": str(work), "SIZE": "smoke",
                                       "SOURCE": "multi30k", "DEVICE": "cpu", **env}, REPO,
@@ -253,7 +254,7 @@ def _prepare_cfg(work, **env):
 def test_data_prepared_with_other_settings_is_refused_not_reused(tmp_path):
     """Re-preparing a data directory with another VOCAB (any data setting): refused, naming
     the setting's two values, before anything is written; the same settings go on."""
-    from deepnet_fairseq.recipes import prepare
+    from deepnet_fairseq.recipes.data import prepare
 
     work = tmp_path / "work"
     data = workdir.make_dirs(str(work / "data"))
@@ -272,7 +273,7 @@ def test_data_prepared_with_other_settings_is_refused_not_reused(tmp_path):
 
 
 def test_one_prepare_per_data_directory(tmp_path):
-    from deepnet_fairseq.recipes import prepare
+    from deepnet_fairseq.recipes.data import prepare
 
     work = tmp_path / "work"
     data = workdir.make_dirs(str(work / "data"))

@@ -1,7 +1,7 @@
-"""The recipes' launch logic (deepnet_fairseq/recipes/{settings,devices,launch,workdir,runner}.py):
-pure functions given an environment dict, so every layout is checked on a CPU machine with no
-scheduler. No training and no child process here (live logs and signals:
-integration/test_signals.py)."""
+"""The recipes' launch logic (deepnet_fairseq/recipes/spec/settings.py and
+recipes/run/{devices,launch,runner}.py): pure functions given an environment dict, so every
+layout is checked on a CPU machine with no scheduler. No training and no child process here
+(live logs and signals: integration/test_signals.py)."""
 
 import os
 import signal
@@ -12,11 +12,12 @@ import pytest
 
 from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
-from deepnet_fairseq.recipes import launch, presets, runlog, runner, settings
 from deepnet_fairseq.recipes.datasets import DATASETS
+from deepnet_fairseq.recipes.run import launch, runlog, runner
+from deepnet_fairseq.recipes.spec import presets, settings
 from deepnet_fairseq.storage import directories as workdir
-from deepnet_fairseq.recipes.devices import count_gpus
-from deepnet_fairseq.recipes.settings import SettingError
+from deepnet_fairseq.recipes.run.devices import count_gpus
+from deepnet_fairseq.recipes.spec.settings import SettingError
 from support import REPO
 
 
@@ -315,7 +316,8 @@ def test_wmt17_defaults_are_the_papers_setting_from_admin_torch():
 
 
 def test_docs_presets_md_is_the_presets_as_they_are():
-    """docs/presets.md is generated: python -m deepnet_fairseq.recipes.presets > docs/presets.md"""
+    """docs/presets.md is generated:
+    python -m deepnet_fairseq.recipes.spec.presets > docs/presets.md"""
     with open(os.path.join(REPO, "docs", "presets.md"), encoding="utf-8") as page:
         assert page.read() == presets.markdown()
 
@@ -560,7 +562,7 @@ def test_a_cpu_run_must_fit_the_machine(env, cores, memory_gb, expected):
 def test_the_resident_bytes_are_a_lower_bound_of_the_cpu_estimate():
     """machine_problem counts 16 bytes a parameter, memory.estimate's resident part on CPU in
     fp32 (weights, gradients, Adam's m and v), so it refuses nothing the estimate admits."""
-    from deepnet_fairseq.recipes import memory
+    from deepnet_fairseq.recipes.run import memory
 
     params = memory.parameter_count(50, 50, 64, 128, 8004)
     estimate = memory.estimate(params, 100, 64, 8004, 1024, "fp32", device="cpu")

@@ -115,9 +115,10 @@ def test_no_import_cycle():
 
 
 def test_the_check_catches_an_upward_import_and_a_cycle(tmp_path):
-    known = {"deepnet_fairseq.methods": "", "deepnet_fairseq.recipes.runner": ""}
+    known = {"deepnet_fairseq.methods": "", "deepnet_fairseq.recipes.run.runner": ""}
     source = tmp_path / "methods.py"
-    source.write_text("def f():\n    from .recipes import runner\n")
+    source.write_text("def f():\n    from .recipes.run import runner\n")
     assert imports("deepnet_fairseq.methods", str(source), known) == {
-        "deepnet_fairseq.recipes.runner"}
-    assert layer_of("deepnet_fairseq.methods")[0] < layer_of("deepnet_fairseq.recipes.runner")[0]
+        "deepnet_fairseq.recipes.run.runner"}
+    assert (layer_of("deepnet_fairseq.methods")[0]
+            < layer_of("deepnet_fairseq.recipes.run.runner")[0])

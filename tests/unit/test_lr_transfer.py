@@ -1,14 +1,14 @@
-"""The learning-rate transfer report (recipes/lr_transfer.py): each depth's optimum and its drift
-from hand-made run records, diverged runs kept out of the optimum, and the epsilon check's
-median sqrt(v) / eps per parameter group against one computed here from the checkpoint with the
-parameter names of a model built separately."""
+"""The learning-rate transfer report (recipes/reporting/lr_transfer.py): each depth's optimum
+and its drift from hand-made run records, diverged runs kept out of the optimum, and the epsilon
+check's median sqrt(v) / eps per parameter group against one computed here from the checkpoint
+with the parameter names of a model built separately."""
 
 import json
 
 import pytest
 import torch
 
-from deepnet_fairseq.recipes import lr_transfer
+from deepnet_fairseq.recipes.reporting import lr_transfer
 from support import assert_png, build, train
 
 

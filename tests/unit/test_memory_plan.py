@@ -1,4 +1,4 @@
-"""The memory plan (deepnet_fairseq/recipes/memory.py) and the launcher's use of it."""
+"""The memory plan (deepnet_fairseq/recipes/run/memory.py) and the launcher's use of it."""
 
 import glob
 import json
@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from deepnet_fairseq.recipes import launch, settings
-from deepnet_fairseq.recipes.memory import GB, MemoryPlanError, estimate, parameter_count, plan
-from deepnet_fairseq.recipes.settings import SettingError
+from deepnet_fairseq.recipes.run import launch
+from deepnet_fairseq.recipes.run.memory import GB, MemoryPlanError, estimate, parameter_count, plan
+from deepnet_fairseq.recipes.spec import settings
+from deepnet_fairseq.recipes.spec.settings import SettingError
 from support import REPO
 
 
@@ -287,7 +288,7 @@ def test_without_a_gpu_size_the_dry_run_says_why_there_is_no_plan(tmp_path, caps
     assert cpu.memory_text() == ""  # CPU: no plan to miss
 
     # through the runner's dry run (train.sh --dry-run), on a machine where torch sees no GPU
-    from deepnet_fairseq.recipes import runner
+    from deepnet_fairseq.recipes.run import runner
 
     real = runner.plan_layout
     monkeypatch.setattr(runner, "plan_layout", lambda cfg, env: real(

@@ -1,6 +1,6 @@
-"""Prepare's stage figures (recipes/prepare.py ``Stages``): the peak memory is of this process and
-of the children it started, not of what the shell ran before it exec'd python (the scripts
-``exec python -m ...``; the kernel keeps the children's maximum across exec)."""
+"""Prepare's stage figures (recipes/data/prepare.py ``Stages``): the peak memory is of this
+process and of the children it started, not of what the shell ran before it exec'd python (the
+scripts ``exec python -m ...``; the kernel keeps the children's maximum across exec)."""
 
 import json
 import os
@@ -13,7 +13,7 @@ from support import REPO
 ALLOCATE = "python -c 'x = bytearray(b\"1\" * (400 * 2 ** 20))'"  # a 400 MB child
 STAGES = textwrap.dedent("""
     import json, subprocess, sys
-    from deepnet_fairseq.recipes.prepare import Stages
+    from deepnet_fairseq.recipes.data.prepare import Stages
 
     said = []
     stages = Stages(sys.argv[1], said.append)

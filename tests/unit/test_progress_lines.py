@@ -1,5 +1,6 @@
-"""The progress lines of training and decoding (recipes/runlog.py, evaluate.py, runner.py): the
-loss they show is the nll that docs/findings.md tables, and decoding reports as training does."""
+"""The progress lines of training and decoding (recipes/run/runlog.py,
+recipes/evaluation/evaluate.py, recipes/run/runner.py): the loss they show is the nll that
+docs/findings.md tables, and decoding reports as training does."""
 
 import io
 import json
@@ -9,7 +10,8 @@ import time
 
 import pytest
 
-from deepnet_fairseq.recipes import evaluate, runlog
+from deepnet_fairseq.recipes.evaluation import evaluate
+from deepnet_fairseq.recipes.run import runlog
 
 # fairseq's valid line with the recipes' criterion (label_smoothed_cross_entropy): the loss is
 # label-smoothed, nll_loss the references' cross-entropy (bits)
@@ -134,7 +136,8 @@ def test_an_evaluation_reports_its_decoding(toy_data, tiny_checkpoint, tmp_path,
 
 
 def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
-    from deepnet_fairseq.recipes import runner, settings
+    from deepnet_fairseq.recipes.run import runner
+    from deepnet_fairseq.recipes.spec import settings
     from support import REPO
 
     env = {"SIZE": "smoke", "DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "work")}

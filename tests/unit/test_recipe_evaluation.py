@@ -1,10 +1,10 @@
-"""The recipes' evaluation (deepnet_fairseq/recipes/evaluate.py): the model is loaded once for
-all directions, eval.json has the distinct count. That the output is stock fairseq-generate's:
-slow/test_train_generate.py."""
+"""The recipes' evaluation (deepnet_fairseq/recipes/evaluation/evaluate.py): the model is loaded
+once for all directions, eval.json has the distinct count. That the output is stock
+fairseq-generate's: slow/test_train_generate.py."""
 
 import pytest
 
-from deepnet_fairseq.recipes import evaluate
+from deepnet_fairseq.recipes.evaluation import evaluate
 
 
 class FakeTask:
@@ -70,7 +70,7 @@ def test_check_distinct_records_and_warns(tmp_path, capsys):
 
 def test_a_checkpoint_of_another_vocabulary_is_one_line_not_a_traceback(toy_data, tmp_path):
     """Evaluation checks the model's embeddings against the data's dictionaries first."""
-    from deepnet_fairseq.recipes.evaluate import dictionary_problem
+    from deepnet_fairseq.recipes.evaluation.evaluate import dictionary_problem
     from support import build, save_checkpoint
 
     model, _, cfg = build(toy_data, "deepnet_transformer_tiny")

@@ -10,7 +10,9 @@ import os
 import pytest
 
 from deepnet_fairseq import fairseq_log
-from deepnet_fairseq.recipes import curves, report, runlog, score
+from deepnet_fairseq.recipes.evaluation import score
+from deepnet_fairseq.recipes.reporting import curves, report
+from deepnet_fairseq.recipes.run import runlog
 
 
 # ---- run classification --------------------------------------------------------------------
@@ -272,7 +274,8 @@ def _quickstart_run(runs, refs, with_decode=True):
         if with_decode else {"sacrebleu": 60.0, "signature": "sig", "sentences": 3}
     (run / "eval" / "eval.json").write_text(json.dumps(score.summarise({"en-de": scores})))
     (run / "evaluate.config.json").write_text(json.dumps(
-        {"step": "evaluate", "command": ["python", "-m", "deepnet_fairseq.recipes.evaluate",
+        {"step": "evaluate", "command": ["python", "-m",
+                                         "deepnet_fairseq.recipes.evaluation.evaluate",
                                          "--run-dir", str(run), "--references", str(refs),
                                          "--", "bin", "--beam", "5"]}))
     return run, hyps

@@ -1,6 +1,7 @@
 """results/README.md is the one page of results tables, generated from the committed CSVs by
-``python -m deepnet_fairseq.recipes.results_page``: the committed page is what the CSVs give,
-and a changed CSV changes the page (and makes ``--check`` fail until it is regenerated)."""
+``python -m deepnet_fairseq.recipes.reporting.results_page``: the committed page is what the
+CSVs give, and a changed CSV changes the page (and makes ``--check`` fail until it is
+regenerated)."""
 
 import csv
 import os
@@ -8,7 +9,7 @@ import shutil
 
 import pytest
 
-from deepnet_fairseq.recipes import report, results_page
+from deepnet_fairseq.recipes.reporting import report, results_page
 from support import REPO
 
 RESULTS = os.path.join(REPO, "results")
@@ -31,7 +32,7 @@ def test_the_committed_results_page_is_what_the_csvs_give(results):
     (results / "README.md").unlink()
     assert results_page.main(["--results", str(results)]) == 0
     assert (results / "README.md").read_text(encoding="utf-8") == _committed(), (
-        "results/README.md is stale: run python -m deepnet_fairseq.recipes.results_page")
+        "results/README.md is stale: run python -m deepnet_fairseq.recipes.reporting.results_page")
 
 
 def test_a_changed_csv_row_changes_the_page_and_fails_the_check(results):

@@ -5,7 +5,7 @@ cannot be missing from it."""
 import pytest
 
 from deepnet_fairseq.recipes import __main__ as recipes_cli
-from deepnet_fairseq.recipes.settings import PREFIX, SETTINGS, help_text
+from deepnet_fairseq.recipes.spec.settings import PREFIX, SETTINGS, help_text
 
 
 def test_every_setting_is_in_the_help_with_its_default():

@@ -9,9 +9,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from deepnet_fairseq.recipes import launch, settings
-from deepnet_fairseq.recipes.runner import sweep_specs
-from deepnet_fairseq.recipes.settings import SETTINGS, SettingError
+from deepnet_fairseq.recipes.run import launch
+from deepnet_fairseq.recipes.run.runner import sweep_specs
+from deepnet_fairseq.recipes.spec import settings
+from deepnet_fairseq.recipes.spec.settings import SETTINGS, SettingError
 from support import REPO
 
 # names a test environment cannot set meaningfully here: where to write (checked by the tests

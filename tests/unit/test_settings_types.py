@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from deepnet_fairseq.recipes.settings import SETTINGS, resolve
+from deepnet_fairseq.recipes.spec.settings import SETTINGS, resolve
 from support import REPO
 
 ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints"}
@@ -19,7 +19,7 @@ TYPED_KINDS = set(ACCESSORS.values())
 
 
 DECLARATIONS = (os.path.join("deepnet_fairseq", "recipes", "datasets"),
-                os.path.join("deepnet_fairseq", "recipes", "presets.py"))
+                os.path.join("deepnet_fairseq", "recipes", "spec", "presets.py"))
 
 
 def sources():

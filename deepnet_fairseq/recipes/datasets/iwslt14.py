@@ -6,8 +6,8 @@ import os
 import re
 
 from . import CHOSEN, PAPER, Dataset, Preset
-from ..rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
-                       write_lines)
+from ..data.rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
+                            write_lines)
 
 # the test set is these five files together, as in fairseq's example
 TEST_SETS = ("IWSLT14.TED.dev2010", "IWSLT14.TED.tst2010", "IWSLT14.TED.tst2011",

@@ -7,8 +7,8 @@ import re
 from typing import List, Optional
 
 from . import CHOSEN, PAPER, Dataset, Preset, Reference
-from ..rawtext import (PrepareError, extract, fetch, find_local, local_dir, read_lines,
-                       split_limits, write_lines)
+from ..data.rawtext import (PrepareError, extract, fetch, find_local, local_dir, read_lines,
+                            split_limits, write_lines)
 
 
 def languages(cfg, supervised: Optional[str]) -> List[str]:

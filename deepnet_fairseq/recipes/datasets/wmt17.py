@@ -8,8 +8,8 @@ import subprocess
 from typing import List
 
 from . import ADMIN, CHOSEN, PAPER, Dataset, Preset, Reference
-from ..rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
-                       write_lines)
+from ..data.rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
+                            write_lines)
 
 # The training data (the statmt.org archives) and the corpora inside them
 ARCHIVES = (

@@ -1,7 +1,7 @@
 """Evaluate one trained run, in one process: average its last checkpoints, decode each
 direction with fairseq-generate's own code, score it (``score.py``), write eval.json.
 
-    python -m deepnet_fairseq.recipes.evaluate --run-dir RUN --average-last 5 \\
+    python -m deepnet_fairseq.recipes.evaluation.evaluate --run-dir RUN --average-last 5 \\
         --directions en-de --references DATA/raw [--tokenized-bleu] [--compound-split] \\
         -- DATA_BIN [fairseq-generate options but --path: --beam 5 --lenpen 1.0 ...]
 
@@ -39,17 +39,18 @@ import sys
 import threading
 from typing import Optional
 
-from ..average_checkpoints import at_least_one
-from . import runlog, write_json
+from ...average_checkpoints import at_least_one
+from ..run import runlog
+from .. import write_json
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
-from ..storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ..storage.fileio import remove_file
+from ...storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
+from ...storage.fileio import remove_file
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
-    from ..average_checkpoints import average, last_checkpoints
-    from ..storage.fileio import save_torch
+    from ...average_checkpoints import average, last_checkpoints
+    from ...storage.fileio import save_torch
 
     available = len([n for n in os.listdir(checkpoints) if n.count("_") == 2 and n.endswith(".pt")
                      and n.startswith("checkpoint_")])
@@ -126,7 +127,7 @@ def models_loaded_once():
     key: a direction whose vocabulary differs gets a model of its own."""
     from fairseq import checkpoint_utils
 
-    from .. import register
+    from ... import register
 
     register()  # fairseq skips a --user-dir whose package is already imported
     original = checkpoint_utils.load_model_ensemble
@@ -241,8 +242,8 @@ def dictionary_problem(checkpoint: str, data: str, directions) -> "str | None":
     size-mismatch traceback. Directions whose dict.LANG.txt files DATA does not have
     are left to fairseq, and so are multilingual models, whose embeddings also hold the
     language tokens (``_evaluate`` does not call this for them)."""
-    from ..export import ExportError, check_dictionaries
-    from ..storage.checkpoint_io import read_checkpoint
+    from ...export import ExportError, check_dictionaries
+    from ...storage.checkpoint_io import read_checkpoint
 
     weights = read_checkpoint(checkpoint, mmap=True)["model"]
     for direction in directions:
@@ -269,7 +270,7 @@ def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
     from fairseq import options
     from fairseq_cli.generate import main as generate_main
 
-    from .. import register
+    from ... import register
 
     register()
 
@@ -298,7 +299,7 @@ def reference(references: str, direction: str) -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluate",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.evaluate",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", required=True)
@@ -343,7 +344,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
         # deleted only because the recipes made them (workdir's marker)
         fresh(work)
         write_json(os.path.join(work, PURPOSE), wanted)
-        from ..storage.checkpoint_io import CheckpointError
+        from ...storage.checkpoint_io import CheckpointError
 
         try:
             average_last(checkpoints, args.average_last, averaged)

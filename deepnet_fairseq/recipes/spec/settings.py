@@ -26,8 +26,8 @@ from types import MappingProxyType
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import presets
-from .datasets import DATASETS
-from .devices import count_gpus
+from ..datasets import DATASETS
+from ..run.devices import count_gpus
 from .errors import SettingError
 
 PREFIX = "DEEPNET_"
@@ -381,7 +381,9 @@ def from_env(env: Mapping[str, str], name: str) -> Optional[Tuple[str, str]]:
 def home() -> str:
     """Where ``runs/`` goes by default: the checkout this package is in (beside scripts/), or
     the current directory for an installed copy."""
-    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from ... import USER_DIR
+
+    checkout = os.path.dirname(USER_DIR)
     return checkout if os.path.isdir(os.path.join(checkout, "scripts")) else os.getcwd()
 
 
@@ -530,7 +532,7 @@ def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
     e.g. T-Fixup's warmup): above the presets, below the environment. A value naming another
     setting (``"{LR}"``) is returned as (setting, template, source), to be filled in once every
     other value is known (``_fill_method_training``)."""
-    from .. import methods
+    from ... import methods
 
     name = cfg["METHOD"] if "METHOD" in cfg else SETTINGS["METHOD"].default
     try:
@@ -567,7 +569,7 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
     suffix = "" if cfg["SIZE"] == "full" else f"-{cfg['SIZE']}"
     derive("WORK", os.path.join(cfg.repo, "runs", cfg.dataset + suffix), "runs/<dataset>[-SIZE]")
     derive("DOWNLOAD_DIR", os.path.join(cfg["WORK"], "download"), "$WORK/download")
-    from .workers import cores
+    from ..data.workers import cores
 
     derive("WORKERS", str(cores()), "the cores this process may use")
     derive("ENC_LAYERS", cfg["LAYERS"], "LAYERS")
@@ -576,7 +578,7 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
            "METHOD-ENC_LAYERSL-DEC_LAYERSL")
     derive("RUN_LABEL", cfg["METHOD"], "METHOD")
     if cfg["SOURCE"] == "multi30k":
-        from ..corpora import MULTI30K_LANGS, multi30k_dir
+        from ...corpora import MULTI30K_LANGS, multi30k_dir
 
         # the shipped corpus: its own file names, and every language it has for OPUS-100
         for name, value in (("LOCAL_DIR", multi30k_dir()), ("LOCAL_TRAIN", "train"),
@@ -605,7 +607,7 @@ def check_run_entry(entry: str) -> Tuple[str, str, str, List[str]]:
     if len(fields) < 3:
         raise SettingError(f"{where}: expected METHOD:ENC:DEC[:KEY=VALUE...]")
     method, enc, dec, overrides = fields[0], fields[1], fields[2], fields[3:]
-    from .. import methods
+    from ... import methods
 
     try:
         methods.get(method)

@@ -20,7 +20,7 @@ import os
 import signal
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from ..processes import die_with_parent
+from ...processes import die_with_parent
 
 
 def cores() -> int:

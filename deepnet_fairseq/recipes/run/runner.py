@@ -27,18 +27,19 @@ import threading
 from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
-from ..processes import run_forwarding
-from .workers import cores
-from . import runlog, write_atomically, write_json
-from ..fairseq_log import HEADER, classify
+from ...fairseq_log import HEADER, classify
+from ...processes import run_forwarding
+from ..data.workers import cores
+from . import runlog
+from .. import write_atomically, write_json
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, plan_layout, task_args, train_command,
                      train_environment)
-from .settings import (SettingError, Settings, check_run_entry, resolve, run_label,
-                       run_name)
-from ..storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
-                              overwrite_in_place, read_json, remove_file)
-from ..storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
+from ..spec.settings import (SettingError, Settings, check_run_entry, resolve, run_label,
+                             run_name)
+from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
+                               overwrite_in_place, read_json, remove_file)
+from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 PROGRESS_EVERY_S = runlog.PROGRESS_EVERY_S  # a training's progress line this often
@@ -82,7 +83,8 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
     reads each candidate weights-only, its tensors mapped, not read: the check costs little
     even for a large model. Returns a message when something was done.
     """
-    from ..storage.checkpoint_io import is_readable, why_unreadable  # torch: only when there is a file
+    # torch: only when there is a file
+    from ...storage.checkpoint_io import is_readable, why_unreadable
 
     last = os.path.join(checkpoints, "checkpoint_last.pt")
     cause = why_unreadable(last) if os.path.isfile(last) else None
@@ -271,7 +273,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
-    from .evaluate import up_to_date
+    from ..evaluation.evaluate import up_to_date
 
     result = os.path.join(run_dir, "eval", "eval.json")
     if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
@@ -311,8 +313,8 @@ def results_dir(dataset: str, where: Mapping[str, str]) -> str:
         raise SettingError(f"{results} exists and the recipes did not create it (no {MARKER} "
                            f"in it): the table is not written over it. Move it away and run the "
                            f"sweep again (finished runs are kept), or draw the table elsewhere: "
-                           f"python -m deepnet_fairseq.recipes.report --dataset {dataset} "
-                           f"--runs {where['RUNS_DIR']} --out DIR")
+                           f"python -m deepnet_fairseq.recipes.reporting.report "
+                           f"--dataset {dataset} --runs {where['RUNS_DIR']} --out DIR")
     return make_dirs(results)
 
 
@@ -387,7 +389,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         else:
             log(cfg, "sweep", f"{name}: not evaluated "
                               f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
-    from .report import main as report_main
+    from ..reporting.report import main as report_main
 
     results_dir(cfg.dataset, where)
     # single-pair data sets: runs that trained but stayed at the source-blind loss are marked

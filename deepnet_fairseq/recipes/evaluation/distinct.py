@@ -2,7 +2,7 @@
 source. Such a model is a target-side language model: it writes the same few sentences for every
 input, and its BLEU alone reads like "training is slow" rather than "the model is broken".
 
-    python -m deepnet_fairseq.recipes.distinct HYPOTHESES [--min-share 0.5]
+    python -m deepnet_fairseq.recipes.evaluation.distinct HYPOTHESES [--min-share 0.5]
 
 HYPOTHESES has one detokenised hypothesis a line. Prints the count; prints a warning block and
 exits with status 3 when fewer than ``--min-share`` of the lines are distinct (exit status 0
@@ -57,7 +57,7 @@ def report(summary: Dict, min_share: float = DEFAULT_MIN_SHARE) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.distinct",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.distinct",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("hypotheses", help="one hypothesis a line")

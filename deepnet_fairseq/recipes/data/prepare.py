@@ -26,17 +26,17 @@ import shutil
 import time
 from typing import List, Optional, Tuple
 
-from . import write_atomically, write_json
+from .. import write_atomically, write_json
 from .corpus import SPLITS, prepare as prepare_text
-from .launch import paths
-from ..processes import Interrupted, run_forwarding, run_many
-from .runner import log
+from ..run.launch import paths
+from ...processes import Interrupted, run_forwarding, run_many
+from ..run.runner import log
 from .rawtext import PrepareError, check_aligned, count_lines
-from .settings import Settings
-from ..storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
-                                  remove_tree)
-from ..storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
-                              remove_file)
+from ..spec.settings import Settings
+from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
+                                    remove_tree)
+from ...storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
+                               remove_file)
 
 
 def raw_text(cfg: Settings, out: str, say) -> List[str]:

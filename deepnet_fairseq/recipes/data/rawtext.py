@@ -14,10 +14,10 @@ import urllib.request
 import zlib
 from typing import Iterable, Iterator, List, Optional, Tuple
 
-from . import atomic_open
-from .errors import SettingError
-from ..storage.directories import building, make_dirs, publish
-from ..storage.fileio import extract_tar, move, open_no_follow
+from .. import atomic_open
+from ..spec.errors import SettingError
+from ...storage.directories import building, make_dirs, publish
+from ...storage.fileio import extract_tar, move, open_no_follow
 
 DOWNLOAD_ATTEMPTS = 5
 RETRY_DELAY_S = 10

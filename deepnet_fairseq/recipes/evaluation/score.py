@@ -1,8 +1,8 @@
 """Score fairseq-generate output: detokenised sacreBLEU (with its signature) and, optionally,
 tokenized BLEU with compound splitting (the paper's WMT-17 metric); averages over directions.
 
-    python -m deepnet_fairseq.recipes.score --out eval.json [--tokenized-bleu] [--compound-split] \\
-        --direction en-de generate-test.txt test.de [--direction de-en ... ...]
+    python -m deepnet_fairseq.recipes.evaluation.score --out eval.json [--tokenized-bleu] \\
+        [--compound-split] --direction en-de generate-test.txt test.de [--direction de-en ... ...]
 
 GENERATE_OUTPUT is fairseq-generate's stdout (or its ``--results-path`` file) with
 ``--bpe sentencepiece``, so its ``D-<id>`` lines are detokenised hypotheses; REFERENCE is the
@@ -36,8 +36,8 @@ from typing import Dict, List
 import sacrebleu
 from sacremoses import MosesTokenizer
 
-from . import write_json
-from .clean import normaliser, read_lines
+from .. import write_json
+from ..data.clean import normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -111,7 +111,7 @@ def summarise(directions: Dict[str, Dict]) -> Dict:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.score",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.score",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--direction", nargs=3, action="append", required=True,

@@ -1,7 +1,8 @@
 """Validation-loss curves of recipe runs, and a record of them to keep with the results.
 
-    python -m deepnet_fairseq.recipes.curves RUN [RUN ...] --plot curves.png
-    python -m deepnet_fairseq.recipes.curves runs/wmt17-mini/runs/deepnet-50L-50L --export results/x
+    python -m deepnet_fairseq.recipes.reporting.curves RUN [RUN ...] --plot curves.png
+    python -m deepnet_fairseq.recipes.reporting.curves runs/wmt17-mini/runs/deepnet-50L-50L \\
+        --export results/x
 
 A RUN is a run directory of the recipes (``WORK/runs/<run>``, whose ``train.log`` holds
 fairseq-train's validation records: loss in bits and update count) or a directory written by
@@ -20,10 +21,10 @@ import os
 import sys
 from typing import Dict, List
 
-from . import save_png, write_atomically
-from ..plotting import pyplot
-from ..storage.fileio import copy_file, one_line_os_errors
-from ..fairseq_log import valid_curve
+from .. import save_png, write_atomically
+from ...fairseq_log import valid_curve
+from ...plotting import pyplot
+from ...storage.fileio import copy_file, one_line_os_errors
 
 CURVE_FILE = "valid_loss.csv"
 EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"), ("config.json", "config.json"),
@@ -86,7 +87,7 @@ def plot(path: str, curves: Dict[str, Dict[int, float]], title: str) -> None:
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.curves",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.curves",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
@@ -96,7 +97,7 @@ def main(argv: List[str] = None) -> None:
     args = parser.parse_args(argv)
     if not (args.plot or args.export):
         parser.error("nothing to do: give --plot PNG and/or --export DIR")
-    from ..storage.fileio import OutputIsInput, check_output
+    from ...storage.fileio import OutputIsInput, check_output
 
     inputs = [os.path.join(r, name) for r in args.runs for name in ("train.log", CURVE_FILE)]
     try:

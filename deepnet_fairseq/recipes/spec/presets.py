@@ -17,15 +17,16 @@ Each value carries its provenance tag and the reason for it:
 ``settings.resolve`` takes a value from the first of: the environment (``DEEPNET_<NAME>``, then
 ``<NAME>``), the size (``SIZE``; ``full`` has none), the dataset, the model width (``MODEL``),
 the machine (``DEVICE``), the defaults of ``settings.SETTINGS``. ``--dry-run`` prints every
-value with where it came from; ``python -m deepnet_fairseq.recipes.presets`` prints this file's
+value with where it came from; ``python -m deepnet_fairseq.recipes.spec.presets`` prints this file's
 tables.
 """
 
 import sys
 
-from ..methods import TINY_SIZE
-from .datasets import DATASETS
-from .provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401  (the tags, as presets.PAPER)
+from ...methods import TINY_SIZE
+# the tags, as presets.PAPER
+from ..data.provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401
+from ..datasets import DATASETS
 
 MINI = Preset("size", "mini", (
     "SIZE=mini: the paper's Table 1 pattern on real text that ships with the repository. "
@@ -226,9 +227,9 @@ def every() -> tuple:
 def markdown() -> str:
     """docs/presets.md: every preset as a table of setting, value, tag and reason."""
     parts = ["# The recipes' presets\n\n"
-             "Generated from `deepnet_fairseq/recipes/presets.py` and the datasets' "
+             "Generated from `deepnet_fairseq/recipes/spec/presets.py` and the datasets' "
              "declarations (`deepnet_fairseq/recipes/datasets/`) by `python -m "
-             "deepnet_fairseq.recipes.presets > docs/presets.md` (a test checks that it is "
+             "deepnet_fairseq.recipes.spec.presets > docs/presets.md` (a test checks that it is "
              "current). A value is taken from the first of: the environment, the size, the "
              "dataset, the model width, the machine, the defaults of `settings.SETTINGS`. Tags: "
              "**paper** (Wang et al. 2022), **admin-torch** (the paper's WMT-17 training "

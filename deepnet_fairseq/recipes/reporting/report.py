@@ -1,6 +1,7 @@
 """Collect a sweep's runs into the paper-shaped results: Markdown table, CSV and PNG plot.
 
-    python -m deepnet_fairseq.recipes.report --dataset wmt17 --runs WORK/runs --out WORK/results
+    python -m deepnet_fairseq.recipes.reporting.report --dataset wmt17 --runs WORK/runs \\
+        --out WORK/results
 
 Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged/failed) and
 ``RUN/eval/eval.json`` (written by evaluate.sh) under ``--runs`` and writes, atomically:
@@ -47,12 +48,12 @@ import statistics
 import sys
 from typing import Dict, List, Optional
 
-from . import save_png, write_atomically
-from ..fairseq_log import STALLED_MARGIN, stalled
-from ..plotting import pyplot
-from ..storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
-from .distinct import DEFAULT_MIN_SHARE, ignores_source
-from .datasets import DATASETS, METRICS
+from .. import save_png, write_atomically
+from ...fairseq_log import STALLED_MARGIN, stalled
+from ...plotting import pyplot
+from ...storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
+from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
+from ..datasets import DATASETS, METRICS
 from .paper import lookup
 
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
@@ -74,8 +75,8 @@ def tokenized_bleu_from_decode(run_dir: str, direction: str) -> Optional[float]:
     """The paper's WMT-17 metric (tokenized BLEU, compound-split: ``score.score_direction``)
     of a run evaluated without it, from its decoded test set and the references its evaluation
     read (``--references`` of ``evaluate.config.json``); None where either is gone."""
-    from .evaluate import reference
-    from .score import score_direction
+    from ..evaluation.evaluate import reference
+    from ..evaluation.score import score_direction
 
     output = os.path.join(run_dir, "eval", direction, "generate-test.txt")
     command = (read_json(os.path.join(run_dir, "evaluate.config.json")) or {}).get("command", [])
@@ -110,7 +111,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     status = read_json(os.path.join(runs_dir, name, "status.json"))
     if status is None:
         return None
-    # a run as training left it (eval/eval.json), or as recipes.curves --export keeps it
+    # a run as training left it (eval/eval.json), or as recipes.reporting.curves --export keeps it
     evaluation = (read_json(os.path.join(runs_dir, name, "eval", "eval.json"))
                   or read_json(os.path.join(runs_dir, name, "eval.json")) or {})
     n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
@@ -175,7 +176,7 @@ def _ignores(row: Dict) -> bool:
 
 def source_blind_baseline(data: str) -> float:
     """The unigram entropy of the validation targets of a single-pair binarised directory."""
-    from ..storage.baseline import unigram_baseline
+    from ...storage.baseline import unigram_baseline
 
     pairs = sorted({tuple(name.split(".")[1].split("-")) for name in os.listdir(data)
                     if name.startswith("valid.") and name.endswith(".idx")})
@@ -250,7 +251,7 @@ def _cell(runs: Optional[List[Dict]]) -> str:
 
 def family(label: str) -> str:
     """The results-table group of a run's method (methods.FAMILIES), "other" if unknown."""
-    from .. import methods
+    from ... import methods
 
     try:
         return methods.get(label.split(" ")[0]).family
@@ -260,7 +261,7 @@ def family(label: str) -> str:
 
 def grouped(labels):
     """(group, labels) in the paper's order of groups, labels sorted within each."""
-    from ..methods import FAMILIES
+    from ...methods import FAMILIES
 
     order = {name: i for i, name in enumerate(FAMILIES)}
     groups: Dict[str, list] = {}
@@ -486,7 +487,7 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.report",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.report",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", required=True, choices=list(DATASETS))

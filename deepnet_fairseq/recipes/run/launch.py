@@ -37,7 +37,7 @@ from typing import Callable, List, Mapping, Optional
 
 from .devices import count_gpus
 from .memory import MemoryPlanError, Plan, parameter_count, plan as memory_plan
-from .settings import PREFIX, SettingError, Settings
+from ..spec.settings import PREFIX, SettingError, Settings
 
 
 @dataclass
@@ -158,8 +158,8 @@ def checkpointing_refused(method: str) -> Optional[str]:
     ResiDual's dual stream pass state between layers outside the checkpointed forward:
     ``method_layers.StackState``), or None. Imports the layer rules (torch, fairseq), so it is
     asked only where checkpointing could be on."""
-    from .. import methods
-    from ..nn.method_layers import RULES, StackState
+    from ... import methods
+    from ...nn.method_layers import RULES, StackState
 
     try:
         rule = methods.get(method).layers
@@ -291,7 +291,7 @@ def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
 
 
 def method_args(cfg: Settings) -> List[str]:
-    from .. import methods
+    from ... import methods
 
     try:
         return list(methods.get(cfg["METHOD"]).train_args(cfg.int("ENC_LAYERS"),
@@ -366,7 +366,7 @@ def check_train_args(extra: List[str], own: List[str]) -> None:
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
                   python: str = sys.executable) -> List[str]:
     """The exact command line of one node's training launch."""
-    from .. import USER_DIR
+    from ... import USER_DIR
 
     where = paths(cfg)
     args = [where["BIN"], "--user-dir", USER_DIR, *task, *method,
@@ -436,8 +436,8 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
 
 def evaluate_command(cfg: Settings, python: str = sys.executable,
                      dry_run: bool = False) -> List[str]:
-    """python -m deepnet_fairseq.recipes.evaluate for the run: average, decode, score."""
-    from .. import USER_DIR
+    """python -m deepnet_fairseq.recipes.evaluation.evaluate for the run: average, decode, score."""
+    from ... import USER_DIR
 
     where = paths(cfg)
     if cfg.declaration.multilingual:
@@ -462,8 +462,9 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
         generate.append("--cpu")
     elif cfg["PRECISION"] in ("fp16", "bf16"):
         generate.append(f"--{cfg['PRECISION']}")
-    return [python, "-m", "deepnet_fairseq.recipes.evaluate", "--run-dir", where["RUN_DIR"],
-            "--average-last", cfg["AVERAGE_LAST"], "--directions", directions,
+    return [python, "-m", "deepnet_fairseq.recipes.evaluation.evaluate",
+            "--run-dir", where["RUN_DIR"], "--average-last", cfg["AVERAGE_LAST"],
+            "--directions", directions,
             "--references", where["RAW"], *score, "--", *generate, *task]
 
 

@@ -25,8 +25,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Sequence, Tuple
 
-from ..storage.fileio import write_atomically
-from .datasets import DATASETS
+from ...storage.fileio import write_atomically
+from ..datasets import DATASETS
 from .settings import SETTINGS, SettingError
 
 STEPS = ("prepare", "train", "evaluate", "sweep")

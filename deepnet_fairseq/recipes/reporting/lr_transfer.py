@@ -1,12 +1,12 @@
 """The learning-rate transfer report of a depth study: does the peak learning rate tuned at one
 depth stay the best at the others (``--depth-transfer``, docs/methods.md)?
 
-    python -m deepnet_fairseq.recipes.lr_transfer RUNS [RUNS ...] --out DIR [--eps-check]
+    python -m deepnet_fairseq.recipes.reporting.lr_transfer RUNS [RUNS ...] --out DIR [--eps-check]
 
 RUNS: directories holding run directories (a sweep's ``WORK/runs``, or results exported by
-``python -m deepnet_fairseq.recipes.curves --export``), each run from a sweep whose ``RUNS``
-gave the learning rate, e.g. ``RUNS="deepnet:18:18:LR=0.0005 deepnet:18:18:LR=0.002"``. Every
-figure comes from the records the runs wrote: ``status.json`` (method, depths, status, last
+``python -m deepnet_fairseq.recipes.reporting.curves --export``), each run from a sweep whose
+``RUNS`` gave the learning rate, e.g. ``RUNS="deepnet:18:18:LR=0.0005 deepnet:18:18:LR=0.002"``.
+Every figure comes from the records the runs wrote: ``status.json`` (method, depths, status, last
 validation loss), ``config.json`` (the resolved settings: LR) and ``eval.json`` (BLEU).
 
 Writes into DIR:
@@ -33,9 +33,9 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional
 
-from . import save_png, write_atomically
-from ..plotting import pyplot
-from ..storage.fileio import ensure_directory, one_line_os_errors, read_json
+from .. import save_png, write_atomically
+from ...plotting import pyplot
+from ...storage.fileio import ensure_directory, one_line_os_errors, read_json
 
 FIELDS = ["method", "encoder_layers", "decoder_layers", "lr", "status", "last_valid_loss",
           "bleu", "run"]
@@ -153,8 +153,8 @@ def eps_ratios(run_dir: str) -> Dict[str, float]:
     import torch
     from fairseq import checkpoint_utils
 
-    from .. import register
-    from ..storage.checkpoint_io import read_fairseq_checkpoint
+    from ... import register
+    from ...storage.checkpoint_io import read_fairseq_checkpoint
 
     register()
     path = os.path.join(run_dir, "checkpoints", "checkpoint_last.pt")
@@ -186,7 +186,7 @@ def eps_markdown(rows: List[Dict]) -> str:
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.lr_transfer",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.lr_transfer",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="+", metavar="RUNS", help="directories of run directories")

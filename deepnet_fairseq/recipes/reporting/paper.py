@@ -5,7 +5,7 @@ The numbers themselves are in each dataset's declaration (``datasets/<name>.py``
 docs/methods.md are there.
 """
 
-from .datasets import DATASETS
+from ..datasets import DATASETS
 
 
 def lookup(dataset: str, method: str, encoder_layers: int, decoder_layers: int):

@@ -2,7 +2,7 @@
 encoding on ``--workers`` processes, a file or a pair's split each; the output is the same
 for any number of them).
 
-    python -m deepnet_fairseq.recipes.corpus --data DATA_DIR --pairs de-en,fr-en \\
+    python -m deepnet_fairseq.recipes.data.corpus --data DATA_DIR --pairs de-en,fr-en \\
         --vocab 32000 [--spm-sentences N] [--max-len 250] [--ratio 1.5] [--encoding utf-8] \\
         [--workers N]
 
@@ -23,11 +23,11 @@ import contextlib
 import os
 import sys
 
-from .. import spm
+from ... import spm
 from .clean import clean
 from .rawtext import SPLITS
-from ..storage.directories import NotOurs, building, publish
-from ..storage.fileio import create_new
+from ...storage.directories import NotOurs, building, publish
+from ...storage.fileio import create_new
 from .workers import cores, run_all
 
 _PROCESSORS = {}  # the sentencepiece model, loaded once per process (one file's worker, or all files)
@@ -86,7 +86,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.corpus",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.corpus",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="the recipe's data directory")

@@ -1,6 +1,6 @@
 """Classify a finished training run as ok, diverged or failed, from its fairseq-train log.
 
-    python -m deepnet_fairseq.recipes.runlog --log train.log --exit-code 0 \\
+    python -m deepnet_fairseq.recipes.run.runlog --log train.log --exit-code 0 \\
         --vocab-size 32008 --out status.json [--signal SIGTERM] [--meta KEY=VALUE ...]
 
 The paper's Table 1 writes "diverged" where a model could not be trained; the rules that say
@@ -23,8 +23,8 @@ import threading
 import time
 from typing import Dict, Optional
 
-from . import write_json
-from ..fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
+from .. import write_json
+from ...fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
 # sentences, ETA) this often
@@ -154,7 +154,7 @@ class DecodeProgress:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.runlog",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.run.runlog",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log", required=True, help="fairseq-train output")

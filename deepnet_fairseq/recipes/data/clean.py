@@ -1,6 +1,6 @@
 """Normalise and filter a parallel corpus (the cleaning step of every recipe's prepare.sh).
 
-    python -m deepnet_fairseq.recipes.clean --src-lang en --tgt-lang de \\
+    python -m deepnet_fairseq.recipes.data.clean --src-lang en --tgt-lang de \\
         --src raw/train.en --tgt raw/train.de --out-prefix clean/train [--filter]
 
 Every line is normalised (``normaliser``): control characters removed, Moses punctuation
@@ -26,7 +26,7 @@ import unicodedata
 
 from sacremoses import MosesPunctNormalizer
 
-from . import atomic_open
+from .. import atomic_open
 
 _SPACES = re.compile(r"\s+")
 BYTE_ORDER_MARK = "\ufeff"
@@ -163,7 +163,7 @@ def clean(src_path, tgt_path, src_lang, tgt_lang, out_prefix, filter_pairs, max_
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.clean",
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.clean",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", required=True)
