@@ -264,7 +264,7 @@ class Settings:
 
     # Typed reads. Each accessor reads only settings declared with its kind, so that a value is
     # read as what its declaration checked it to be (a TypeError is a programming error, and
-    # tests/unit/test_settings.py checks every call in the package against the declarations).
+    # tests/unit/test_settings_types.py checks every call in the package against the declarations).
     def _of_kind(self, name: str, kind: str):
         declared = SETTINGS[name].kind  # KeyError for an undeclared name, as in __getitem__
         if declared != kind:
