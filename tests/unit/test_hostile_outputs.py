@@ -9,11 +9,15 @@ each (tool, output, hostility) is one case:
   the tool does, what the link points to is unchanged;
 * **read-only, not permitted, full**: creating anything in the output's directory fails with
   EROFS, EACCES or ENOSPC (as the kernel reports them from a write: no path): status 1, one
-  line naming the path, no traceback, nothing left behind.
+  line naming the path, no traceback, nothing left behind;
+* **a directory the user may not write, for real**: the same, from the kernel itself: the
+  output's directory is mode 0555, and a root run gives up the capability that lets root write
+  there anyway (CAP_DAC_OVERRIDE) while the tool runs.
 
 A new tool, or a new output argument of a tool, that the table does not know fails
 ``test_the_table_knows_every_output_argument``."""
 
+import ctypes
 import errno
 import importlib
 import io
@@ -286,4 +290,75 @@ def test_a_disk_that_refuses_the_output_is_one_line_and_leaves_nothing(
     assert status == 1, said
     assert "Traceback" not in said
     assert lines[-1].startswith(f"error: {out}") and os.strerror(code) in lines[-1], lines[-1]
+    assert list(out.iterdir()) == []
+
+
+class _Capabilities(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+_DAC = (1 << 1) | (1 << 2)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH (linux/capability.h)
+
+
+class _FileModesApply:
+    """While inside, this thread obeys file modes as any user does: the two capabilities that
+    let root ignore them are taken out of its effective set (they stay permitted, so they come
+    back on exit; Linux keeps capabilities per thread, and the tools write from this one). A
+    user who is not root has neither, and nothing changes."""
+
+    def __init__(self):
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+        self.saved = (_Capabilities * 2)()
+
+    def _set(self, data):
+        if self.libc.capset(ctypes.byref(self.header), data) != 0:
+            raise OSError(ctypes.get_errno(), "capset")
+
+    def __enter__(self):
+        if self.libc.capget(ctypes.byref(self.header), self.saved) != 0:
+            raise OSError(ctypes.get_errno(), "capget")
+        lowered = (_Capabilities * 2)(*self.saved)
+        lowered[0].effective &= ~_DAC
+        self._set(lowered)
+        return self
+
+    def __exit__(self, *exc):
+        self._set(self.saved)
+
+
+def test_file_modes_apply_inside_and_not_after(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    with _FileModesApply():
+        with pytest.raises(PermissionError):
+            (locked / "x").write_text("x")
+    if os.geteuid() == 0:  # root again: the mode no longer stops it
+        (locked / "x").write_text("x")
+    locked.chmod(0o755)
+
+
+@pytest.mark.parametrize("output", TABLE, ids=_case_id)
+def test_a_directory_the_user_may_not_write_is_one_line_and_leaves_nothing(
+        tmp_path, fixtures, output):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    out.mkdir()
+    argv = output.argv(inputs, fixtures, str(out / ("result" if output.directory else output.name)))
+    out.chmod(0o555)
+    try:
+        with _FileModesApply():
+            status, said = _call(output.main, argv)
+    finally:
+        out.chmod(0o755)
+    lines = said.strip().splitlines()
+    assert status == 1, said
+    assert "Traceback" not in said
+    assert lines[-1].startswith(f"error: {out}") and os.strerror(errno.EACCES) in lines[-1], \
+        lines[-1]
     assert list(out.iterdir()) == []
