@@ -30,18 +30,23 @@ def test_optimum_and_drift_per_depth(tmp_path):
     for lr, loss in ((5e-4, 6.1), (1e-3, 6.5)):  # 18L: optimum 5e-4, drift 0.5, at the edge
         fake_run(runs, f"a18-{lr}", "deepnet", 18, lr, loss=loss)
     fake_run(runs, "a18-div", "deepnet", 18, 2.5e-4, status="diverged", loss=13.0)
+    for lr, loss in ((5e-4, 6.0), (1e-3, 6.3)):  # 50L: optimum at the grid's edge, a bound
+        fake_run(runs, f"a50-{lr}", "deepnet", 50, lr, loss=loss)
     (runs / ".deepnet-recipes").write_text("marker")  # not a run
     out = tmp_path / "out"
     lr_transfer.main([str(runs), "--out", str(out)])
     text = (out / "lr_transfer.md").read_text()
     assert "| deepnet | 6 | 0.0005: 6.900, 10.0; 0.001: 6.200, 10.0; 0.002: 6.400, 10.0 | " \
-           "0.001 | 1.00 |" in text
-    # the diverged run at a lower lr is listed but is no optimum, and leaves 5e-4 at no edge
+           "0.001 | 1.00 | - |" in text
+    # the diverged run at a lower lr is listed but is no optimum, and leaves 5e-4 at no edge;
+    # the optimum halved for 3x the depth: lr ~ L^-k with k = ln 2 / ln 3 = 0.631
     assert "| deepnet | 18 | 0.00025: diverged; 0.0005: 6.100, -; 0.001: 6.500, - | 0.0005 | " \
-           "0.50 |" in text
+           "0.50 | 0.63 |" in text
+    assert "| deepnet | 50 | 0.0005: 6.000, -; 0.001: 6.300, - | 0.0005 (at the edge) | " \
+           "0.50 | - |" in text
     assert_png(out / "lr_transfer.png")
     rows = (out / "lr_transfer.csv").read_text().splitlines()
-    assert rows[0] == ",".join(lr_transfer.FIELDS) and len(rows) == 1 + 6
+    assert rows[0] == ",".join(lr_transfer.FIELDS) and len(rows) == 1 + 8
 
 
 def test_no_run_is_a_clear_error(tmp_path, capsys):

@@ -15,7 +15,9 @@ Writes into DIR:
   method, one curve per depth, each depth's optimum marked (the plot of the muP papers); a run
   that diverged is drawn at the top edge;
 * ``lr_transfer.md`` and ``lr_transfer.csv``: every cell (loss, BLEU), each depth's optimum and
-  its drift from the shallowest depth's optimum (1.00: the optimum transfers);
+  its drift from the shallowest depth's optimum (1.00: the optimum transfers), and the power k
+  of depth that drift implies, lr ~ L^-k (0: it transfers; 1/2: a 1/sqrt(L) rule), where both
+  optima lie inside their grids;
 * with ``--eps-check`` (reads ``checkpoints/checkpoint_last.pt`` of each run, so the runs' own
   directories, not exported ones): ``eps_check.md``, for each method, depth and parameter group,
   the median over the group's entries of sqrt(v) (Adam's second moment after training) in units
@@ -28,6 +30,7 @@ Writes into DIR:
 import argparse
 import csv
 import io
+import math
 import os
 import sys
 from collections import defaultdict
@@ -85,11 +88,18 @@ def optimum(by_lr: Dict[float, Dict]) -> Optional[float]:
     return min(ok, key=ok.get) if ok else None
 
 
+def bracketed(by_lr: Dict[float, Dict]) -> bool:
+    """Whether the optimum of these runs has a trained-or-tried rate on each side of it."""
+    best = optimum(by_lr)
+    return best is not None and min(by_lr) < best < max(by_lr)
+
+
 def markdown(table) -> str:
     lines = ["| method | layers per side | learning rate: last validation loss (label-smoothed, bits), BLEU | "
-             "optimum | optimum / shallowest's |", "|---|---|---|---|---|"]
+             "optimum | optimum / shallowest's | k of lr ~ L^-k |", "|---|---|---|---|---|---|"]
     for method, depths in sorted(table.items()):
-        shallow = optimum(depths[min(depths)])
+        base = min(depths)
+        shallow = optimum(depths[base])
         for depth in sorted(depths):
             by_lr = depths[depth]
             best = optimum(by_lr)
@@ -98,10 +108,15 @@ def markdown(table) -> str:
                                f"{'-' if row['bleu'] is None else row['bleu']}" if trained(row)
                                else row["status"]) for lr, row in sorted(by_lr.items()))
             drift = f"{best / shallow:.2f}" if best and shallow else "-"
+            # the power of depth that the drift from the shallowest depth implies (0 where the
+            # rate transfers unchanged, 1/2 for a 1/sqrt(L) rule), where both optima are
+            # bracketed: a rate at a grid's edge, or the only one tried, is a bound, not an optimum
+            power = (f"{-math.log(best / shallow) / math.log(depth / base) + 0.0:.2f}"
+                     if depth > base and bracketed(by_lr) and bracketed(depths[base]) else "-")
             edge = (" (at the edge)" if best in (min(by_lr), max(by_lr)) and len(by_lr) > 1
                     else "")
-            lines.append(f"| {method} | {depth} | {text} | {best:g}{edge} | {drift} |"
-                         if best else f"| {method} | {depth} | {text} | none trained | - |")
+            lines.append(f"| {method} | {depth} | {text} | {best:g}{edge} | {drift} | {power} |"
+                         if best else f"| {method} | {depth} | {text} | none trained | - | - |")
     return "\n".join(lines) + "\n"
 
 
