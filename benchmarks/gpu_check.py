@@ -74,6 +74,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
+from deepnet_fairseq import fairseq_log  # noqa: E402
 from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
 from deepnet_fairseq.recipes import write_atomically, write_json  # noqa: E402
 from deepnet_fairseq.recipes.data import prepare  # noqa: E402
@@ -404,8 +405,7 @@ def throughput_command(args, depth: int, rows: str) -> List[str]:
 
 
 def vocab_size(out: str) -> int:
-    with open(os.path.join(out, "data", "bin", "dict.en.txt"), encoding="utf-8") as handle:
-        return sum(1 for _ in handle) + 4  # fairseq's <s>, <pad>, </s>, <unk>
+    return fairseq_log.vocab_size(os.path.join(out, "data", "bin", "dict.en.txt"))
 
 
 class Checks:

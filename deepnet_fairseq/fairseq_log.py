@@ -83,6 +83,14 @@ def valid_curve(log_text: str) -> Dict[int, float]:
     return dict(sorted(curve.items()))
 
 
+def vocab_size(dictionary: str) -> int:
+    """The vocabulary of a model trained on a fairseq dictionary file (``dict.LANG.txt``): its
+    lines plus fairseq's four specials (<s>, <pad>, </s>, <unk>); a uniform guess over it is
+    ``classify``'s divergence bound."""
+    with open(dictionary, encoding="utf-8") as handle:
+        return sum(1 for _ in handle) + 4
+
+
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
              signal: Optional[str] = None) -> Dict:
     """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""

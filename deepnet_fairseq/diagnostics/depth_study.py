@@ -120,11 +120,6 @@ def train_command(args, data: str, method: str, layers: int) -> List[str]:
             "--log-format", "simple", "--log-interval", "10", *args.fairseq_args.split()]
 
 
-def vocab_size(data: str, lang: str) -> int:
-    with open(os.path.join(data, f"dict.{lang}.txt"), encoding="utf-8") as handle:
-        return sum(1 for _ in handle) + 4  # fairseq's <s>, <pad>, </s>, <unk>
-
-
 def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
     """One fairseq-train, run as the recipes run theirs (processes.run_forwarding: Ctrl-C or
     SIGTERM reaches it, it dies with the study), its output in OUTPUT/runs/METHOD-N.log."""
@@ -137,8 +132,8 @@ def run_one(args, data: str, method: str, layers: int, baseline: float) -> Dict:
         raise Interrupted(signum)
     with open(path, encoding="utf-8", errors="replace") as handle:
         log = handle.read()
-    outcome = fairseq_log.classify(log, code, vocab_size(data, args.target_lang),
-                              min_updates=args.warmup)
+    vocab = fairseq_log.vocab_size(os.path.join(data, f"dict.{args.target_lang}.txt"))
+    outcome = fairseq_log.classify(log, code, vocab, min_updates=args.warmup)
     if outcome["status"] not in ("ok", "diverged"):
         raise RuntimeError(f"fairseq-train failed for {method} {layers}L-{layers}L "
                            f"({outcome['reason']}); its log: {path}\n{log[-3000:]}")

@@ -27,7 +27,7 @@ import threading
 from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
-from ...fairseq_log import HEADER, classify
+from ...fairseq_log import HEADER, classify, vocab_size
 from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
@@ -120,8 +120,7 @@ def _stale_temporaries(run_dir: str) -> List[str]:
 def _vocab_size(bin_dir: str) -> int:
     dicts = sorted(name for name in os.listdir(bin_dir) if name.startswith("dict.")
                    and name.endswith(".txt"))
-    with open(os.path.join(bin_dir, dicts[0]), encoding="utf-8") as handle:
-        return sum(1 for _ in handle) + 4  # + fairseq's <s> <pad> </s> <unk>
+    return vocab_size(os.path.join(bin_dir, dicts[0]))
 
 
 # ---- steps ----------------------------------------------------------------------------------
