@@ -40,7 +40,7 @@ setup(
             "deepnet-export=deepnet_fairseq.export:main",
             "deepnet-model-update=deepnet_fairseq.diagnostics.model_update:main",
             "deepnet-plot-monitors=deepnet_fairseq.diagnostics.plot_monitors:main",
-            "deepnet-depth-study=deepnet_fairseq.diagnostics.depth_study:main",
+            "deepnet-depth-study=deepnet_fairseq.recipes.depth_study:main",
             "deepnet-source-use=deepnet_fairseq.diagnostics.source_use:main",
             "deepnet-user-dir=deepnet_fairseq.cli:print_user_dir",
             "deepnet-model-options=deepnet_fairseq.cli:print_model_options",

@@ -2,9 +2,9 @@
 its validation losses and nll, its last training loss, and whether a trained run learned more
 than a model that ignores its source (stalled). Read from fairseq's own lines only, never from
 the command it echoes. The recipes (``recipes/run/runlog.py``, the runner, the report, the
-curves) and the depth study (``diagnostics/depth_study.py``) classify their runs here, so that
-both call the same run the same thing; ``python -m deepnet_fairseq.recipes.run.runlog`` is its
-command line.
+curves, and so the depth study, a sweep of theirs) and the GPU check classify their runs here,
+so that all call the same run the same thing; ``python -m deepnet_fairseq.recipes.run.runlog``
+is its command line.
 
 The rules:
 
@@ -61,8 +61,8 @@ def valid_nll(line: str) -> Optional[float]:
 def stalled(nll: float, baseline: float, margin: float = STALLED_MARGIN) -> bool:
     """A run that trained (status ok) but learned little more than a model that ignores its
     source: its validation nll not MARGIN bits below BASELINE, the cross-entropy of the
-    references' unigram distribution (``storage.baseline``). The sweeps' report and
-    ``deepnet-depth-study`` mark their runs by this rule."""
+    references' unigram distribution (``storage.baseline``). The sweeps' report (and so
+    ``deepnet-depth-study``) marks its runs by this rule."""
     return not nll < baseline - margin
 
 

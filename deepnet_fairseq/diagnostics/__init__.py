@@ -6,10 +6,11 @@
   ``translation_monitored`` task: per-layer gradient norms, LayerNorm input norms (Figure 4)
   and update ratios for any ``fairseq-train`` run, logged by fairseq;
 * ``plot_monitors`` -- ``deepnet-plot-monitors``: per-layer heat maps from those logs;
-* ``depth_study``   -- ``deepnet-depth-study``: tiny models of each method from 6L-6L to 500L-500L
-  under identical settings, converged / stalled / diverged (the paper's Table 1, tiny scale);
 * ``source_use``    -- ``deepnet-source-use``: how much checkpoints' outputs depend on their source
   (NLL gain of the true source over another sentence's, each decoder sub-layer's branch share).
+
+The depth study (``deepnet-depth-study``: Table 1's pattern at tiny scale) is a sweep of the
+recipes (``deepnet_fairseq/recipes/depth_study.py``), not a pipeline of its own.
 
 Importing this package registers the plugin with fairseq (``deepnet_fairseq.register``): the
 diagnostics build and train models through fairseq in their own process.

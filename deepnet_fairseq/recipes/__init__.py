@@ -1,6 +1,7 @@
 """The reproduction recipes' runtime (``scripts/<dataset>/``, one per declaration in
 ``datasets/``, and ``scripts/quickstart.sh``): ``python -m deepnet_fairseq.recipes DATASET
-STEP`` (``__main__.py``) and the quickstart (``quickstart.py``). Nothing that fairseq loads
+STEP`` (``__main__.py``), the quickstart (``quickstart.py``) and the depth study
+(``depth_study.py``, ``deepnet-depth-study``: a sweep of the generated ``reverse_copy`` task). Nothing that fairseq loads
 (``--user-dir``: models, architectures, tasks) imports this package. Its sub-packages, by
 pipeline stage:
 
@@ -11,8 +12,8 @@ pipeline stage:
 - ``evaluation/``: decoding and scoring (evaluate, score, distinct);
 - ``reporting/``: tables, plots and pages (report, curves, lr_transfer, results_page, paper).
 
-A run's verdict from fairseq's log is ``deepnet_fairseq/fairseq_log.py``'s, which the depth
-study shares. The helpers are small CLIs too: ``python -m
+A run's verdict from fairseq's log is ``deepnet_fairseq/fairseq_log.py``'s, which the GPU
+check shares. The helpers are small CLIs too: ``python -m
 deepnet_fairseq.recipes.<stage>.<module> --help``.
 """
 

@@ -93,6 +93,8 @@ DOC_COMMANDS = [
      "tests/slow/test_diagnostics_end_to_end.py::test_monitors_log_per_layer_values_and_leave_training_unchanged"),
     (r"deepnet-plot-monitors .*", "tests/slow/test_diagnostics_end_to_end.py::test_monitors_log_per_layer_values_and_leave_training_unchanged"),
     (r"deepnet-source-use .*", "tests/slow/test_diagnostics_end_to_end.py::test_cli_writes_one_row_per_checkpoint"),
+    (r"SOURCE=multi30k deepnet-depth-study --dataset wmt17 .*",
+     "tests/unit/test_depth_study.py::test_on_real_text_it_is_the_wmt17_recipe_on_the_shipped_multi30k"),
     (r"(OMP_NUM_THREADS=1 )?deepnet-depth-study .*",
      "tests/slow/test_diagnostics_end_to_end.py::test_depth_study_writes_table_and_plot_and_reuses_runs"),
     (r"(OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 )?python benchmarks/prepare_scale\.py.*",

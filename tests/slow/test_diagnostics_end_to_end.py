@@ -1,13 +1,16 @@
 """The diagnostics commands end to end at tiny size: the monitors during a training, the depth
-study, Figure 5's script, deepnet-source-use over checkpoints."""
+study (a sweep of the recipes), Figure 5's script, deepnet-source-use over checkpoints."""
 
 import csv
 import json
 import math
 import os
+import re
 import subprocess
 
 import pytest
+
+from deepnet_fairseq.recipes.datasets import reverse_copy
 
 from support import REPO, USER_DIR, assert_png, fairseq_train, read_csv, run
 
@@ -61,20 +64,29 @@ def test_monitors_log_per_layer_values_and_leave_training_unchanged(toy_data, tm
 
 
 def test_depth_study_writes_table_and_plot_and_reuses_runs(tmp_path):
+    """deepnet-depth-study, the console script, end to end: the generated task through
+    sentencepiece (a piece per word) and fairseq-preprocess, two real trainings and
+    evaluations, the loss table and plot; launched again, it trains nothing."""
     out = tmp_path / "study"
     argv = ["deepnet-depth-study", "--methods", "post_ln,deepnet", "--depths", "2",
             "--updates", "8", "--warmup", "4", "--output-dir", str(out)]
     run(argv)
-    rows = read_csv(out / "depth_study.csv")
-    assert [(r["method"], r["encoder_layers"]) for r in rows] == [("post_ln", "2"), ("deepnet", "2")]
+    with open(out / "data" / "bin" / "dict.src.txt") as handle:
+        pieces = [line.split()[0] for line in handle if not line.startswith("madeupword")]
+    assert sorted(pieces) == sorted(f"\u2581{word}" for word in reverse_copy.WORDS)
+    rows = read_csv(out / "results" / "results.csv")
+    assert sorted((r["method"], r["encoder_layers"]) for r in rows) == [("deepnet", "2"),
+                                                                        ("post_ln", "2")]
     for row in rows:
-        assert row["status"] in ("trained", "stalled", "diverged")
-        assert math.isfinite(float(row["valid_loss"])) and int(row["updates"]) == 8
-        assert 4 < float(row["baseline"]) < 5.5  # 30 words and </s>
-    assert_png(out / "depth_study.png")
-    assert "| post_ln |" in (out / "depth_study.md").read_text()
+        assert row["status"] in ("ok", "diverged") and int(row["num_updates"]) == 8
+        assert math.isfinite(float(row["last_valid_nll"]))
+    table = (out / "results" / "valid_loss.md").read_text()
+    baseline = float(re.search(r"Source-blind baseline ([0-9.]+) bits", table).group(1))
+    assert 4.5 < baseline < math.log2(30) + 0.01  # near-uniform over 30 words (and </s>)
+    assert "| post_ln |" in table and "| deepnet |" in table
+    assert_png(out / "results" / "loss_vs_depth.png")
     again = run(argv)
-    assert again.stderr.count(": stored (") == 2
+    assert again.stderr.count("already finished") == 2
 
 
 def test_figure5_script_runs_a_row_and_refuses_an_unknown_one(tmp_path):

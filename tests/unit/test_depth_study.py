@@ -1,78 +1,122 @@
-"""deepnet-depth-study's verdict on one run, from hand-written fairseq logs: it is the recipes'
-rule (fairseq_log.classify for diverged, fairseq_log.stalled for stalled), read from fairseq's output and
-never from the command that fairseq echoes into its log. The real runs:
-slow/test_diagnostics_end_to_end.py."""
+"""deepnet-depth-study is a sweep of the recipes: its options become the recipe's settings (and
+are checked as those are, naming the option), its task is the reverse_copy declaration's
+generated text, and its table is the report's loss table, checked here against hand-made
+records. The verdicts themselves are the runner's (fairseq_log, tests/unit/test_runlog.py);
+the real runs: slow/test_diagnostics_end_to_end.py."""
 
-import argparse
-import math
+import os
 
 import pytest
 
-from deepnet_fairseq.diagnostics import depth_study
+from deepnet_fairseq.recipes import depth_study
+from deepnet_fairseq.recipes.datasets import reverse_copy
+from deepnet_fairseq.recipes.reporting import report
+from deepnet_fairseq.recipes.spec.settings import SettingError, resolve
+from support import REPO
 
-VOCAB = 35  # the reverse-copy corpus: 30 words, </s> and fairseq's four specials (31 + 4)
-
-
-def log_of(output_dir, valid_losses, tail=""):
-    """fairseq-train's output in --log-format simple: its dump of the options (which holds the
-    paths, so any word in them), training records, one validation per loss, then TAIL."""
-    lines = [f"2026-01-01 10:00:00 | INFO | fairseq_cli.train | {{'save_dir': "
-             f"'{output_dir}/checkpoints', 'data': '{output_dir}/data/bin'}}"]
-    for i, loss in enumerate(valid_losses, 1):
-        update = 10 * i
-        lines.append(f"2026-01-01 10:00:{i:02d} | INFO | train_inner | epoch 001:     {update} / "
-                     f"40 loss={loss + 0.25}, ppl=10, wps=100, num_updates={update}, lr=0.001")
-        lines.append(f"2026-01-01 10:00:{i:02d} | INFO | valid | epoch 001 | valid on 'valid' "
-                     f"subset | loss {loss} | ppl 10 | wps 100 | num_updates {update}")
-    return "\n".join(lines) + "\n" + tail
+ENV = {"DEVICE": "cpu"}
 
 
-def run(tmp_path, monkeypatch, log, code):
-    def fake_run_forwarding(cmd, env, logs):
-        for path in logs:
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(log)
-        return code, None
-
-    monkeypatch.setattr(depth_study, "run_forwarding", fake_run_forwarding)
-    data = tmp_path / "data"
-    data.mkdir(exist_ok=True)
-    (data / "dict.tgt.txt").write_text("".join(f"w{i} 1\n" for i in range(VOCAB - 4)))
-    args = argparse.Namespace(output_dir=str(tmp_path / "study"), target_lang="tgt",
-                              source_lang="src", warmup=10, margin=0.5, lr=1e-3,
-                              max_tokens=512, updates=30, seed=1, fairseq_args="")
-    return depth_study.run_one(args, str(data), "deepnet", 2, baseline=4.5)
+def spec(argv, env=ENV):
+    args = depth_study.get_parser().parse_args(argv)
+    return resolve(args.dataset, env, REPO, given=depth_study.given_settings(args))
 
 
-def test_trained_and_stalled_against_the_baseline_minus_the_margin(tmp_path, monkeypatch):
-    trained = run(tmp_path, monkeypatch, log_of(tmp_path, [4.8, 4.2, 3.9]), 0)
-    assert trained["status"] == "trained" and trained["valid_loss"] == 3.9
-    assert trained["updates"] == 30 and trained["last_train_loss"] == pytest.approx(4.15)
-    stalled = run(tmp_path, monkeypatch, log_of(tmp_path, [4.8, 4.3, 4.1]), 0)
-    assert stalled["status"] == "stalled"  # 4.1 is not below 4.5 - 0.5
+def test_the_options_set_the_recipe_settings_and_say_so():
+    cfg = spec(["--methods", "post_ln, deepnet", "--depths", "6,18", "--updates", "40",
+                "--lr", "2e-3", "--warmup", "8", "--max-tokens", "256", "--seed", "3",
+                "--fairseq-args=--no-save-optimizer-state", "--output-dir", "/tmp/study",
+                "--force"])
+    expected = {"METHODS": "post_ln deepnet", "DEPTHS": "6 18", "MAX_UPDATE": "40",
+                "LR": "2e-3", "WARMUP": "8", "TOKENS_PER_UPDATE": "256", "MAX_TOKENS": "256",
+                "SEED": "3", "TRAIN_ARGS": "--no-save-optimizer-state", "WORK": "/tmp/study",
+                "RETRY": "1"}
+    assert {name: cfg[name] for name in expected} == expected
+    assert cfg.sources["MAX_TOKENS"] == "deepnet-depth-study --max-tokens"
+    assert cfg.declaration is reverse_copy.DATASET
 
 
-def test_fairseqs_floating_point_error_is_diverged(tmp_path, monkeypatch):
-    tail = ("Traceback (most recent call last):\n"
-            "FloatingPointError: gradients are Nan/Inf\n")
-    row = run(tmp_path, monkeypatch, log_of(tmp_path, [4.8], tail), 1)
-    assert row["status"] == "diverged"
+def test_without_options_the_study_is_the_declarations():
+    cfg = spec([])
+    assert list(cfg.words("METHODS")) == ["post_ln", "pre_ln", "deepnet"]
+    assert list(cfg.ints("DEPTHS")) == [6, 18, 50, 100, 200, 500]
+    assert (cfg["EMBED_DIM"], cfg["FFN_DIM"], cfg["HEADS"]) == ("64", "128", "2")
+    assert cfg.float("LR") == 1e-3 and cfg.int("MAX_UPDATE") == 400
+    assert cfg["WORK"] == os.path.join(REPO, "runs", "reverse_copy")
 
 
-def test_a_loss_no_better_than_a_uniform_guess_after_the_warmup_is_diverged(tmp_path,
-                                                                          monkeypatch):
-    uniform = math.log2(VOCAB)  # 5.13 bits: the recipes' rule, not a stall
-    row = run(tmp_path, monkeypatch, log_of(tmp_path, [4.8, uniform + 0.1]), 0)
-    assert row["status"] == "diverged"
+def test_the_environment_wins_over_an_option_with_a_note():
+    cfg = spec(["--lr", "2e-3"], {**ENV, "LR": "5e-4"})
+    assert cfg["LR"] == "5e-4" and any("LR" in note for note in cfg.notes)
 
 
-@pytest.mark.parametrize("words", ["FloatingPointError", "Nan/Inf", "non-finite"])
-def test_a_crash_is_an_error_whatever_the_paths_say(tmp_path, monkeypatch, words):
-    # the study used to search the whole log for these words: a run whose output directory
-    # held one of them and that crashed (out of memory) was reported as diverged
-    where = tmp_path / words
-    where.mkdir(parents=True)
-    tail = "RuntimeError: out of memory\n"
-    with pytest.raises(RuntimeError, match="fairseq-train failed for deepnet 2L-2L "
-                                           r"\(RuntimeError: out of memory\)"):
-        run(where, monkeypatch, log_of(where, [4.8], tail), 1)
+@pytest.mark.parametrize("option, value", [
+    ("--depths", "6,x"), ("--depths", "0"), ("--updates", "٣"), ("--lr", "0"),
+    ("--warmup", "0"), ("--max-tokens", "-1"), ("--seed", "1" * 20),
+    ("--methods", "post_ln,no_such_method"), ("--fairseq-args=", "--arch transformer")])
+def test_a_bad_option_is_refused_as_its_setting_naming_the_option(option, value, tmp_path,
+                                                                  capsys):
+    """Through the study's whole path, as a dry run: the setting's own check (its kind, its
+    bounds), the sweep's check of each run (a known method, depths of at least 1) and of each
+    run's command (TRAIN_ARGS may not set what the recipe sets); one line, nothing written."""
+    out = tmp_path / "study"
+    argv = [option + value] if option.endswith("=") else [option, value]
+    assert depth_study.main([*argv, "--output-dir", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert f"deepnet-depth-study {option.rstrip('=')}" in err or "--arch is set by" in err, err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_a_dry_run_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "study"
+    assert depth_study.main(["--depths", "2", "--output-dir", str(out), "--dry-run"]) == 0
+    assert not out.exists()
+    assert "post_ln-2L-2L: new" in capsys.readouterr().out
+
+
+def test_on_real_text_it_is_the_wmt17_recipe_on_the_shipped_multi30k(tmp_path, capsys,
+                                                                     monkeypatch):
+    from deepnet_fairseq.corpora import multi30k_dir
+
+    cfg = spec(["--dataset", "wmt17", "--depths", "6,18"], {**ENV, "SOURCE": "multi30k"})
+    assert cfg.dataset == "wmt17" and cfg["LOCAL_DIR"] == multi30k_dir()
+    assert cfg["DEPTHS"] == "6 18" and cfg["MODEL"] == "base"  # the dataset's own settings
+    out = tmp_path / "study"
+    monkeypatch.setenv("SOURCE", "multi30k")
+    assert depth_study.main(["--dataset", "wmt17", "--depths", "6", "--methods", "deepnet",
+                             "--output-dir", str(out), "--dry-run"]) == 0
+    assert "deepnet-6L-6L: new" in capsys.readouterr().out and not out.exists()
+
+
+def test_the_task_is_each_sentence_and_its_reversal_the_same_at_every_call():
+    for split, count in reverse_copy.SENTENCES.items():
+        pairs = list(reverse_copy.sentences(split))
+        assert len(pairs) == count and pairs == list(reverse_copy.sentences(split))
+        for source, target in pairs:
+            words = source.split()
+            assert target.split() == words[::-1]
+            assert reverse_copy.LENGTHS[0] <= len(words) <= reverse_copy.LENGTHS[1]
+            assert set(words) <= set(reverse_copy.WORDS)
+    assert list(reverse_copy.sentences("train"))[:5] != list(reverse_copy.sentences("valid"))[:5]
+    # no word is a prefix of another: sentencepiece keeps each one a piece (the slow test checks)
+    assert len({w[:3] for w in reverse_copy.WORDS}) == len(reverse_copy.WORDS) == 30
+
+
+def row(label, layers, status="ok", nll=None, stalled=False):
+    return {"label": label, "encoder_layers": layers, "decoder_layers": layers,
+            "layers": 2 * layers, "status": status, "bleu": "", "last_valid_loss": nll,
+            "last_valid_nll": nll, "stalled": stalled}
+
+
+def test_the_loss_table_from_hand_made_records():
+    rows = [row("post_ln", 6, nll=0.42), row("post_ln", 18, nll=4.64, stalled=True),
+            row("post_ln", 50, status="diverged"),
+            row("deepnet", 6, nll=1.0), row("deepnet", 6, nll=2.0),  # two seeds
+            row("deepnet", 18, nll=1.5), row("deepnet", 18, status="diverged"),
+            row("deepnet", 50, status="failed")]
+    table = report.loss_markdown("reverse_copy", rows, baseline=4.77, margin=0.5)
+    lines = table.splitlines()
+    assert "Source-blind baseline 4.77 bits" in table and "not below 4.27" in table
+    assert lines[lines.index("| method | 6L-6L | 18L-18L | 50L-50L |") + 2:] == [
+        "| deepnet | 1.50 | 1.50 (2 seeds, 1 diverged) | failed |",
+        "| post_ln | 0.42 | stalled (4.64) | diverged |"]

@@ -1,6 +1,7 @@
 """The diagnostics commands in this process at tiny size: their help, their errors, and the model
 update of Figure 5 (DeepNet's below Post-LN's at depth) on real fairseq models. The monitors
-during a training and the depth study: slow/test_diagnostics_end_to_end.py."""
+during a training: slow/test_diagnostics_end_to_end.py (the depth study, a recipe:
+unit/test_depth_study.py)."""
 
 import math
 
@@ -9,7 +10,7 @@ import pytest
 from support import assert_png, read_csv
 
 
-@pytest.mark.parametrize("module", ["model_update", "plot_monitors", "depth_study"])
+@pytest.mark.parametrize("module", ["model_update", "plot_monitors"])
 def test_commands_have_help(module, capsys):
     import importlib
 

@@ -123,8 +123,8 @@ ELSEWHERE = {
                          "recipes created and marked (tests/unit/test_recipe_reports.py)",
     ("deepnet-model-update", "--output-dir"): "trains models before it writes; its directory "
                                               "is a marked one (tests/slow/test_diagnostics_end_to_end.py)",
-    ("deepnet-depth-study", "--output-dir"): "trains models before it writes; its directory is "
-                                             "a marked one (tests/slow/test_diagnostics_end_to_end.py)",
+    ("deepnet-depth-study", "--output-dir"): "a recipe's DEEPNET_WORK, refused by the recipes' "
+                                             "own checks (tests/integration/test_recipe_scripts.py)",
 }
 
 TOOLS = {"curves": "deepnet_fairseq.recipes.reporting.curves:main",

@@ -9,7 +9,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from deepnet_fairseq.recipes.run import launch
+from deepnet_fairseq.recipes.run import launch, runner
 from deepnet_fairseq.recipes.run.runner import sweep_specs
 from deepnet_fairseq.recipes.spec import settings
 from deepnet_fairseq.recipes.spec.settings import SETTINGS, SettingError
@@ -91,6 +91,27 @@ def test_a_bad_runs_field_stops_the_sweep_before_it_writes(tmp_path, runs, messa
     with pytest.raises(SettingError, match=message):
         sweep_specs(cfg)
     assert not work.exists() and not os.path.exists(tmp_path / "victim")
+
+
+@pytest.mark.parametrize("inputs,message", [
+    ({"METHODS": "deepnet nosuch", "DEPTHS": "1"}, r"METHODS .* nosuch x 1: unknown method"),
+    ({"METHODS": "deepnet", "DEPTHS": "2 0"}, "deepnet x 0: ENC_LAYERS must be at least 1"),
+    ({"METHODS": "deepnet", "DEPTHS": "1", "TRAIN_ARGS": "--save-dir /tmp/x"},
+     "deepnet-1L-1L: TRAIN_ARGS: --save-dir is set by the recipe"),
+    ({"RUNS": "deepnet:1:1 deepnet:2:2:TRAIN_ARGS=--arch=transformer"},
+     r"deepnet-2L-2L\+TRAIN_ARGS=--arch=transformer: TRAIN_ARGS: --arch is set by the recipe"),
+])
+def test_a_sweep_checks_every_run_and_its_command_before_it_writes(tmp_path, inputs, message):
+    """METHODS x DEPTHS are checked as RUNS entries are, and every run's settings and training
+    command are built before the first run trains: a mistake in any run (here in the second)
+    stops the sweep, dry run or not, with nothing written."""
+    work = tmp_path / "work"
+    env = {"DEEPNET_WORK": str(work), "DEVICE": "cpu", **inputs}
+    cfg = settings.resolve("wmt17", env, REPO, lambda: 0)
+    for dry_run in (True, False):
+        with pytest.raises(SettingError, match=message):
+            runner.sweep(cfg, env, dry_run=dry_run)
+    assert not work.exists()
 
 
 def _edges(name):

@@ -4,8 +4,8 @@ which ``scripts/<dataset>/prepare.sh`` runs).
 
 Raw text comes from ``SOURCE``: ``download`` (the dataset's public archives, resumable,
 verified before they take their final name), ``local`` (``LOCAL_DIR``, or the files
-``TRAIN_TEXT`` / ``VALID_TEXT`` / ``TEST_TEXT`` name) or ``multi30k`` (the corpus shipped in
-``deepnet_fairseq/corpora``), as the dataset's declaration says (``datasets/``: its
+``TRAIN_TEXT`` / ``VALID_TEXT`` / ``TEST_TEXT`` name), ``multi30k`` (the corpus shipped in
+``deepnet_fairseq/corpora``) or ``generate`` (a generated task: the declaration writes it), as the dataset's declaration says (``datasets/``: its
 ``raw_text``); everything after the raw text is the same for every dataset. Every step
 writes under a temporary name and publishes when complete, so re-running skips what is done
 and an interrupted step leaves nothing half-written behind; only directories the recipes

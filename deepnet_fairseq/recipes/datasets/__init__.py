@@ -19,7 +19,10 @@ from ..data.provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401
 METRICS = {"tok_bleu": "tokenized BLEU with compound splitting (the paper's metric)",
            "sacrebleu": "detokenised sacreBLEU",
            "sacrebleu_avg": "detokenised sacreBLEU, averaged over directions"}
-SOURCES = ("download", "local", "multi30k")  # the values of the SOURCE setting
+# The values of the SOURCE setting: text read from a dataset's archives, your files or the
+# shipped Multi30k (a dataset's default), or written by the declaration itself (a generated task).
+READ_SOURCES = ("download", "local", "multi30k")
+SOURCES = READ_SOURCES + ("generate",)
 
 
 class Reference(NamedTuple):
@@ -44,7 +47,7 @@ class Dataset:
     # one model over many pairs (fairseq's translation_multi_simple_epoch): a language token
     # per language, the pairs binarised against one shared dictionary
     multilingual: bool = False
-    sources: Tuple[str, ...] = SOURCES  # the SOURCE values it can read
+    sources: Tuple[str, ...] = READ_SOURCES  # the SOURCE values it can read
     paper: Tuple[Reference, ...] = ()  # the paper's published numbers, where it has some
     note: str = ""  # printed under the results table
     order: int = 100  # its place in lists (--help, docs): the paper's order first

@@ -14,12 +14,14 @@ Reads every ``RUN/status.json`` (written by train.sh: method, depth, ok/diverged
 * ``bleu_vs_depth.png``: BLEU against the number of layers (log axis), one line per method,
   diverged/failed runs marked on the axis, the paper's points hollow, the OPUS-100 fit drawn;
 * ``by_group.png`` (runs of more than one group of methods): a column per group, BLEU and the
-  last validation loss against depth, DeepNet as the grey reference in each.
+  last validation loss against depth, DeepNet as the grey reference in each;
+* with ``--data``: ``valid_loss.md`` and ``loss_vs_depth.png``, the last validation loss of
+  each method and depth against the source-blind baseline (the depth study's table and plot).
 
 With ``--data BIN`` (a single-pair binarised directory, as the sweep passes), a run that
 trained but whose last validation nll is not below the source-blind baseline (the entropy of
 the validation targets' unigram distribution, the loss of a model that ignores its source)
-minus ``--margin`` bits is marked **stalled**, as ``deepnet-depth-study`` marks its runs.
+minus ``--margin`` bits is marked **stalled** (``deepnet-depth-study``'s verdict: it is a sweep).
 
 Runs of one method and depth with different seeds (the seed their records hold) share a
 cell: the mean BLEU and the spread (sample standard deviation over the seeds that trained), the
@@ -385,10 +387,17 @@ def depth_points(rows: List[Dict], label: str) -> List[Dict]:
     return points
 
 
-def plot(path: str, dataset: str, rows: List[Dict]) -> None:
-    plt = pyplot()
+def depth_axis(ax, depths) -> None:
+    """A log x axis labelled with plain layer counts at DEPTHS, not 3x10^1-style log ticks."""
     import matplotlib.ticker
 
+    ax.set_xscale("log")
+    ax.set_xticks(depths, [str(d) for d in depths])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plot(path: str, dataset: str, rows: List[Dict]) -> None:
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     colours = {}
     for label in sorted({r["label"] for r in rows}):
@@ -415,16 +424,73 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
             xs = [ds[0] * (ds[-1] / ds[0]) ** (i / 50) for i in range(51)]
             ax.plot(xs, [a * math.log(x) + b for x in xs], "--", color=colours[label],
                     label=f"{label}: {a:.2f} ln d + {b:.2f}")
-    ax.set_xscale("log")
-    # Plain layer counts at the measured and the paper's depths, not 3x10^1-style log ticks.
-    depths = sorted({r["layers"] for r in rows} | {ref.encoder_layers + ref.decoder_layers
-                                                   for ref in paper})
-    ax.set_xticks(depths, [str(d) for d in depths])
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    # the measured and the paper's depths
+    depth_axis(ax, sorted({r["layers"] for r in rows} | {ref.encoder_layers + ref.decoder_layers
+                                                         for ref in paper}))
     ax.set_xlabel("layers (encoder + decoder)")
     ax.set_ylabel("BLEU")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{dataset}: BLEU vs depth")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    save_png(fig, path)
+    plt.close(fig)
+
+
+def _loss_cell(runs: Optional[List[Dict]], column: str) -> str:
+    """A cell of the loss table: the mean last validation loss of the seeds that trained, marked
+    stalled where every one of them did; diverged or failed where none trained."""
+    if not runs:
+        return ""
+    ok = [r for r in runs if r["status"] == "ok" and _given(r.get(column))]
+    if not ok:
+        return "/".join(sorted({r["status"] for r in runs}))
+    value = f"{statistics.fmean(float(r[column]) for r in ok):.2f}"
+    if all(r.get("stalled") is True for r in ok):
+        value = f"stalled ({value})"
+    others = [r["status"] for r in runs if r not in ok]
+    return value + (f" ({len(runs)} seeds, {len(others)} {'/'.join(sorted(set(others)))})"
+                    if others else "")
+
+
+def loss_markdown(dataset: str, rows: List[Dict], baseline: float, margin: float) -> str:
+    """valid_loss.md: the last validation loss of each method and depth (a row per method, a
+    column per depth), against the source-blind baseline: the depth study's table, for any
+    single-pair sweep. Where BLEU needs a trained model, this says how far each got."""
+    column, name = loss_measure(rows)
+    depths = sorted({(r["encoder_layers"], r["decoder_layers"]) for r in rows})
+    index = by_cell(rows)
+    out = [f"# {dataset}: {name} by depth\n",
+           f"Source-blind baseline {baseline:.2f} bits (the entropy of the validation targets' "
+           f"unigram distribution); **stalled**: not below {baseline - margin:.2f}. Seeds of "
+           "one cell are averaged.\n",
+           "| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |",
+           "|---|" + "---|" * len(depths)]
+    for label in sorted({r["label"] for r in rows}):
+        out.append(f"| {label} | " + " | ".join(_loss_cell(index.get((label, n, m)), column)
+                                                 for n, m in depths) + " |")
+    return "\n".join(out) + "\n"
+
+
+def plot_loss(path: str, dataset: str, rows: List[Dict], baseline: float) -> None:
+    """loss_vs_depth.png: the last validation loss against depth, one line per method, the
+    source-blind baseline dashed, runs that diverged or failed as x on it."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label in sorted({r["label"] for r in rows}):
+        points = depth_points(rows, label)
+        losses = [p for p in points if p["loss"] is not None]
+        line, = ax.plot([p["layers"] for p in losses], [p["loss"] for p in losses], "o-",
+                        label=label)
+        bad = [p["layers"] for p in points if p["bad"]]
+        ax.plot(bad, [baseline] * len(bad), "x", color=line.get_color(), markersize=10)
+    ax.axhline(baseline, color="grey", linestyle="--", linewidth=1,
+               label="source-blind baseline (x: diverged/failed)")
+    depth_axis(ax, sorted({r["layers"] for r in rows}))
+    ax.set_xlabel("layers (encoder + decoder)")
+    ax.set_ylabel(loss_measure(rows)[1])
+    ax.set_ylim(0, 1.1 * max([baseline, *(y for line in ax.lines for y in line.get_ydata())]))
+    ax.set_title(f"{dataset}: validation loss vs depth")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     save_png(fig, path)
@@ -440,8 +506,6 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
     if len(groups) < 2:
         return []
     plt = pyplot()
-    import matplotlib.ticker
-
     depths = sorted({r["layers"] for r in rows})
     fig, axes = plt.subplots(2, len(groups), figsize=(3.2 * len(groups), 5.6), sharex=True,
                              sharey="row", squeeze=False)
@@ -470,9 +534,7 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
         ax_bleu.set_title(group)
         ax_bleu.legend(fontsize=7)
         for ax in (ax_bleu, ax_loss):
-            ax.set_xscale("log")
-            ax.set_xticks(depths, [str(d) for d in depths])
-            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            depth_axis(ax, depths)
             ax.grid(True, alpha=0.3)
         ax_loss.set_xlabel("layers (encoder + decoder)")
     axes[0][0].set_ylabel("BLEU (x: diverged/failed)")
@@ -515,10 +577,17 @@ def main(argv=None) -> None:
     table = markdown(args.dataset, rows)
     write_atomically(os.path.join(args.out, "table.md"), table)
     plot(os.path.join(args.out, "bleu_vs_depth.png"), args.dataset, rows)
-    by_group = plot_groups(os.path.join(args.out, "by_group.png"), args.dataset, rows)
+    written = ["table.md", "results.csv", "bleu_vs_depth.png"]
+    if plot_groups(os.path.join(args.out, "by_group.png"), args.dataset, rows):
+        written.append("by_group.png")
     print(table)
-    print(f"wrote {args.out}/table.md, results.csv, bleu_vs_depth.png"
-          + (", by_group.png" if by_group else ""), file=sys.stderr)
+    if args.data:  # the losses against the baseline: the depth study's table and plot
+        losses = loss_markdown(args.dataset, rows, baseline, args.margin)
+        write_atomically(os.path.join(args.out, "valid_loss.md"), losses)
+        plot_loss(os.path.join(args.out, "loss_vs_depth.png"), args.dataset, rows, baseline)
+        written += ["valid_loss.md", "loss_vs_depth.png"]
+        print(losses)
+    print(f"wrote {', '.join(written)} in {args.out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

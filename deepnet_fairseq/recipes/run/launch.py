@@ -482,9 +482,10 @@ def train_environment(env: Mapping[str, str]) -> dict:
     return {**env, "PYTHONWARNINGS": ",".join([*QUIET_IMPORT_WARNINGS, *([own] if own else [])])}
 
 
-def print_settings(cfg: Settings, step: str, out=sys.stderr) -> None:
+def print_settings(cfg: Settings, step: str, out=None) -> None:
+    # sys.stderr looked up at the call: a default bound at import misses a redirected stderr
     print(f"[{cfg.dataset}/{step}] settings ({PREFIX}<NAME> or <NAME> in the environment win "
-          f"over the presets):\n{cfg.describe()}", file=out)
+          f"over the presets):\n{cfg.describe()}", file=out or sys.stderr)
 
 
 # ---- command line ---------------------------------------------------------------------------

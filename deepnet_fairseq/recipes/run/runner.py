@@ -318,21 +318,42 @@ def results_dir(dataset: str, where: Mapping[str, str]) -> str:
 
 
 def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
-    """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run."""
+    """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run, each checked
+    as a ``RUNS`` entry is (a known method, depths of at least 1), whichever way it was given."""
     if cfg.get("RUNS"):
         return [check_run_entry(entry) for entry in cfg["RUNS"].split()]
-    return [(method, str(n), str(n), []) for method in cfg.words("METHODS")
-            for n in cfg.ints("DEPTHS")]
+    origin = (f"METHODS (from {cfg.sources.get('METHODS')}) x DEPTHS (from "
+              f"{cfg.sources.get('DEPTHS')})")
+    return [check_run_entry(f"{method}:{n}:{n}", f"{origin}: {method} x {n}")
+            for method in cfg.words("METHODS") for n in cfg.ints("DEPTHS")]
+
+
+def _run_spec(cfg: Settings, env: Mapping[str, str], method: str, n: str, m: str,
+              overrides: List[str], name: str) -> Settings:
+    """One run's settings, resolved from the sweep's inputs with its entry on top (each value
+    recorded as coming from that entry), and its training command built as a dry run, so that
+    what the command refuses (a TRAIN_ARGS option the recipe sets) is refused here."""
+    source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.get("RUNS")
+              else f"sweep METHODS x DEPTHS {method} x {n}")
+    run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
+           "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,
+           "RUN_LABEL": run_label(method, overrides)}
+    run_cfg = resolve(cfg.dataset, env, cfg.repo, given=cfg.given,
+                      run={key: (value, source) for key, value in run.items()})
+    train_command(run_cfg, plan_layout(run_cfg, env), method_args(run_cfg),
+                  task_args(run_cfg, dry_run=True))
+    return run_cfg
 
 
 def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     """Train and evaluate every run, going on past failed or diverged ones; then the table.
 
     Each run's settings are resolved from the sweep's own inputs (the environment, a config
-    file's settings) with the run's entry on top (its method, depths, name and KEY=VALUE
-    fields, each recorded as coming from that entry), and trained here, in this process: the same
-    ``train`` and ``evaluate`` as train.sh and evaluate.sh. An interrupted run stops the sweep
-    (the scheduler is stopping it too); re-running it skips finished runs.
+    file's settings) with the run's entry on top (``_run_spec``), every run's before the first
+    trains: a setting that is wrong for any run stops the sweep before it writes anything. The
+    runs are trained here, in this process: the same ``train`` and ``evaluate`` as train.sh and
+    evaluate.sh. An interrupted run stops the sweep (the scheduler is stopping it too);
+    re-running it skips finished runs.
     """
     where = paths(cfg)
     specs = sweep_specs(cfg)
@@ -340,6 +361,15 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         raise SettingError("nothing to run: set METHODS and DEPTHS, or RUNS")
     names = [run_name(m, n, d, o) for m, n, d, o in specs]
     log(cfg, "sweep", f"{len(specs)} run(s): {' '.join(names)}")
+    run_cfgs, problems = [], []
+    for (method, n, m, overrides), name in zip(specs, names):
+        try:
+            run_cfgs.append(_run_spec(cfg, env, method, n, m, overrides, name))
+        except SettingError as err:
+            problems.append(f"{name}: {err}")
+    if problems:
+        raise SettingError("the sweep trains nothing until every run's settings are right:\n"
+                           + "\n".join(problems))
     if dry_run:
         for name in names:
             state = (_status(os.path.join(where["RUNS_DIR"], name)) or {}).get("status", "new")
@@ -350,16 +380,9 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
     write_json(os.path.join(where["WORK"], "sweep.config.json"),
                {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
-    for (method, n, m, overrides), name in zip(specs, names):
+    for (method, n, m, overrides), name, run_cfg in zip(specs, names, run_cfgs):
         label = run_label(method, overrides)
-        source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.get("RUNS")
-                  else f"sweep METHODS x DEPTHS {method} x {n}")
-        run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
-               "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,
-               "RUN_LABEL": label}
         try:
-            run_cfg = resolve(cfg.dataset, env, cfg.repo, given=cfg.given,
-                              run={key: (value, source) for key, value in run.items()})
             code = train(run_cfg, env)
         except (SettingError, Busy, NotOurs) as err:
             # stopped before training (a bad setting for this run, a run held elsewhere)

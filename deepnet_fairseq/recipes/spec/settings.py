@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import presets
-from ..datasets import DATASETS
+from ..datasets import DATASETS, SOURCES
 from ..run.devices import count_gpus
 from .errors import SettingError
 
@@ -62,7 +62,7 @@ SETTINGS: Dict[str, Setting] = {
     "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True),
     "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
     # data
-    "SOURCE": _s("download|local|multi30k", "where prepare.sh takes text from", "download"),
+    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download"),
     "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]"),
     "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]"),
     "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train"),
@@ -598,12 +598,13 @@ def run_name_problem(name: str) -> Optional[str]:
     return None
 
 
-def check_run_entry(entry: str) -> Tuple[str, str, str, List[str]]:
+def check_run_entry(entry: str, where: str = "") -> Tuple[str, str, str, List[str]]:
     """(method, encoder layers, decoder layers, KEY=VALUE overrides) of one ``RUNS`` entry
     METHOD:ENC:DEC[:KEY=VALUE...], each field checked as the setting it names, and the run
-    name it makes a plain directory name, before anything is written."""
+    name it makes a plain directory name, before anything is written. WHERE: what the error
+    names as its origin [the RUNS entry]."""
     fields = entry.split(":")
-    where = f"RUNS entry {entry!r}"
+    where = where or f"RUNS entry {entry!r}"
     if len(fields) < 3:
         raise SettingError(f"{where}: expected METHOD:ENC:DEC[:KEY=VALUE...]")
     method, enc, dec, overrides = fields[0], fields[1], fields[2], fields[3:]
