@@ -5,6 +5,7 @@ and a sweep's runs get the file's settings."""
 
 import glob
 import os
+import re
 import subprocess
 import sys
 
@@ -21,11 +22,20 @@ CONFIGS = sorted(glob.glob(os.path.join(REPO, "configs", "*.toml")))
 
 def test_the_configs_folder_holds_the_reported_experiments():
     names = {os.path.basename(path) for path in CONFIGS}
-    assert {"quickstart.toml", "wmt17-mini.toml", "table1-mini.toml",
-            "depth-transfer.toml"} <= names
-    for path in CONFIGS:  # each result page names its file, and each file its result page
+    assert {"quickstart.toml", "wmt17-mini.toml", "table1-mini.toml", "depth-transfer.toml",
+            "figure5-realtext.toml", "t-fixup-schedule.toml", "depth-study.toml",
+            "depth-study-ln.toml"} <= names
+    for path in CONFIGS:  # each file names its result page, and a results page names its file
         config = configfile.load(path)
         assert config.description, path
+        pages = re.findall(r"(?:results|docs)/[\w./-]*[\w/]|README\.md", config.description)
+        assert pages, f"{path}: its description names no results/ or docs/ page, nor README.md"
+        for page in pages:
+            assert os.path.exists(os.path.join(REPO, page)), (path, page)
+            readme = os.path.join(REPO, page, "README.md")
+            if page.startswith("results/") and os.path.exists(readme):
+                with open(readme, encoding="utf-8") as f:
+                    assert "configs/" + os.path.basename(path) in f.read(), (readme, path)
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
