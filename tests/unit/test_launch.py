@@ -206,6 +206,10 @@ def test_activation_checkpointing_from_the_depth_threshold(env, on):
     ({"CUDA_VISIBLE_DEVICES": "0,1", "NPROC": "4"}, "only 2 GPU"),
     ({"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": ""}, "DEVICE=cuda but no GPU is visible"),
     ({"DEVICE": "cpu", "NPROC": "two"}, "NPROC='two'"),
+    ({"DEVICE": "cpu", "NPROC": "\u00b2"}, "NPROC='\u00b2'.*ASCII digits"),  # "²".isdigit()
+    ({"DEVICE": "cpu", "NPROC": "\u0663"}, "NPROC='\u0663'.*ASCII digits"),  # int("٣") == 3
+    ({"DEVICE": "cpu", "NPROC": "0"}, "NPROC=0 .*must be >= 1"),
+    ({"DEVICE": "cpu", "NPROC": "100000"}, "NPROC=100000 .*must be >= 1 and < 1025"),
 ])
 def test_impossible_layouts_are_clear_errors(env, message):
     with pytest.raises(SettingError, match=message):

@@ -14,7 +14,8 @@ import pytest
 from deepnet_fairseq.recipes.spec.settings import SETTINGS, resolve
 from support import REPO
 
-ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints"}
+ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints",
+             "int_or_auto": "int|auto"}
 TYPED_KINDS = set(ACCESSORS.values())
 
 

@@ -180,13 +180,9 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     nnodes = cfg.int("NNODES")
     if nnodes < 1:
         raise SettingError("NNODES must be at least 1")
-    nproc_text = cfg.get("NPROC", "auto")
-    if nproc_text == "auto":
+    nproc = cfg.int_or_auto("NPROC")  # checked where it was resolved: >= 1, or auto
+    if nproc == "auto":
         nproc = gpus if device == "cuda" else 1
-    elif nproc_text.isdigit() and int(nproc_text) >= 1:
-        nproc = int(nproc_text)
-    else:
-        raise SettingError(f"NPROC={nproc_text!r}: expected a number of processes >= 1, or auto")
     if device == "cuda" and nproc > gpus:
         raise SettingError(f"NPROC={nproc} processes per node but only {gpus} GPU(s) visible "
                            f"({gpus_from})")
