@@ -13,6 +13,7 @@ import pytest
 
 from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes import quickstart
 from deepnet_fairseq.recipes.datasets import DATASETS
 from deepnet_fairseq.recipes.run import launch, runlog, runner
 from deepnet_fairseq.recipes.spec import presets, settings
@@ -544,7 +545,6 @@ def test_one_tiny_size():
     """The tiny width is defined once (methods.TINY_SIZE): the recipes' tiny model, the
     quickstart's smoke size and the diagnostics' and GPU check's width options all read it."""
     from deepnet_fairseq import methods
-    from deepnet_fairseq.recipes import quickstart
 
     tiny = methods.TINY_SIZE
     width = (tiny["encoder_embed_dim"], tiny["encoder_ffn_embed_dim"],
@@ -558,6 +558,29 @@ def test_one_tiny_size():
     assert [int(args[args.index(flag) + 1]) for flag in (
         "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \
         list(width)
+
+
+@pytest.mark.parametrize("name,value", [("SIZE", "full"), ("SIZE", "mini"), ("DEVICE", "tpu")])
+@pytest.mark.parametrize("prefix", ["", settings.PREFIX])
+def test_the_quickstart_checks_its_size_under_every_name_the_resolver_reads(name, value, prefix):
+    """DEEPNET_SIZE=full wins over SIZE in the resolver, so the quickstart's check reads it
+    too (settings.from_env): a size or device it does not have is refused however it is
+    spelt, before anything runs."""
+    with pytest.raises(SettingError, match=f"{name}={value}"):
+        quickstart.recipe_env({f"{prefix}{name}": value}, REPO)
+
+
+@pytest.mark.parametrize("prefix", ["", settings.PREFIX])
+def test_the_quickstart_runs_the_size_it_checked(prefix):
+    env = quickstart.recipe_env({f"{prefix}SIZE": "smoke", "DEEPNET_DEVICE": "cpu",
+                                 "SIZE": "quickstart"}, REPO)
+    cfg = settings.resolve("wmt17", env, REPO)
+    expected = "smoke" if prefix else "quickstart"  # DEEPNET_SIZE wins, as in the resolver
+    assert cfg["SIZE"] == expected and cfg["DEVICE"] == "cpu"
+
+
+def test_a_slurm_gpu_count_in_other_digits_is_not_read_as_a_number():
+    assert count_gpus({"SLURM_GPUS_ON_NODE": "\u00b2"}, lambda: 1) == (1, "torch.cuda.device_count()")
 
 
 def test_runs_differing_only_in_their_seed_share_a_table_row():
