@@ -238,10 +238,10 @@ def test_the_scopes_are_the_declared_ones():
 
 def test_processes_per_machine_have_an_upper_bound():
     """WORKERS=100000 once became fairseq-preprocess --workers 100000: every setting that
-    counts processes on one machine is bounded (WORKERS by this machine's cores, where prepare
-    runs; the others, which may plan another machine, by a generous constant)."""
+    counts processes on one machine is bounded (WORKERS by 4 x this machine's cores, where
+    prepare runs; the others, which may plan another machine, by a generous constant)."""
     for name in ("WORKERS", "NUM_WORKERS", "NPROC"):
         assert settings.RANGES[name][1] is not None, name
-    assert settings.RANGES["WORKERS"][1] == (os.cpu_count() or 1) + 1
+    assert settings.RANGES["WORKERS"][1] == 4 * (os.cpu_count() or 1) + 1
     with pytest.raises(SettingError, match="WORKERS=100000 .*must be >= 1 and <"):
         settings.resolve("wmt17", {"WORKERS": "100000", "DEVICE": "cpu"}, REPO, lambda: 0)

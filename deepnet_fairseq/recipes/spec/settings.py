@@ -64,8 +64,9 @@ LANG_CODE = (r"[A-Za-z][A-Za-z0-9_]{0,31}",
              "a language code: a letter, then letters, digits or _ (de, en, pt_br), at most 32 "
              "characters; no '-' or '.', which separate the languages in the data's file names")
 # processes on one machine: more than its cores only contend, and a number far beyond them
-# (WORKERS=100000) forks until the machine stops. The bound is this machine's where the
-# setting is used here (prepare), a generous constant where it may plan another machine
+# (WORKERS=100000) forks until the machine stops. The bound is this machine's cores where the
+# setting is used here (prepare: a few times them, so that the parallel stages can still be
+# tried on a small machine), a generous constant where it may plan another machine
 CORES = os.cpu_count() or 1
 PROCESSES_PER_NODE = 1024
 
@@ -116,9 +117,9 @@ SETTINGS: Dict[str, Setting] = {
     "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8",
                    scope="data"),
     "WORKERS": _s("int", "processes of prepare's parallel stages: cleaning and encoding (a "
-                         "file each), fairseq-preprocess (pairs at once x --workers); at most "
-                         "this machine's cores, where prepare runs [every core this process "
-                         "may use]", bounds=(1, CORES + 1, True), scope="prepare"),
+                         "file each), fairseq-preprocess (pairs at once x --workers); at most 4 "
+                         "x this machine's cores, where prepare runs [every core this process "
+                         "may use]", bounds=(1, 4 * CORES + 1, True), scope="prepare"),
     # the run
     "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet",
                  scope="entry"),
