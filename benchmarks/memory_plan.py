@@ -42,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import deepnet_fairseq  # noqa: E402
 from deepnet_fairseq.diagnostics.common import reverse_copy_batch, write_dictionary  # noqa: E402
 from deepnet_fairseq.recipes.run.memory import GB, estimate  # noqa: E402
+from deepnet_fairseq.recipes.spec.settings import from_env  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 
@@ -213,7 +214,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     sent = int(os.environ.get("SENT", "128" if CUDA else "32"))
     length = int(os.environ.get("LEN", "31"))
-    words = int(os.environ.get("VOCAB", "32000"))
+    # the recipes' setting, read as they read it (DEEPNET_VOCAB first)
+    words = int((from_env(os.environ, "VOCAB") or ("32000",))[0])
     default = "6:fp16:0 18:fp16:0" if CUDA else "2:fp32:0 6:fp32:0"
     configs = [c.split(":") for c in os.environ.get("CONFIGS", default).split()]
     if CUDA:  # fairseq's Trainer resets the peak counter inside every train_step

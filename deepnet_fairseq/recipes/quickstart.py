@@ -38,7 +38,7 @@ from typing import Dict, Mapping
 from .evaluation.distinct import counted
 from .run.runlog import minutes
 from ..processes import Interrupted, signals_interrupt
-from .spec.settings import SettingError, Settings, home
+from .spec.settings import PREFIX, SettingError, Settings, from_env, home
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error
@@ -58,8 +58,11 @@ def log(message: str) -> None:
 
 def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
     """The recipe's environment for a quickstart launch: its size and work directory by
-    default; a quickstart size or device it does not have is refused before anything runs."""
-    size, device = env.get("SIZE", "quickstart"), env.get("DEVICE", "cpu")
+    default; a quickstart size or device it does not have is refused before anything runs.
+    Read as the resolver reads them (``DEEPNET_SIZE`` before ``SIZE``), so that no spelling
+    the resolver would take passes by this check."""
+    size, device = ((from_env(env, name) or (default,))[0]
+                    for name, default in (("SIZE", "quickstart"), ("DEVICE", "cpu")))
     problems = []
     if size not in ("quickstart", "smoke"):
         problems.append(f"SIZE={size}: the quickstart's sizes are quickstart and smoke (the "
@@ -70,9 +73,12 @@ def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
         raise SettingError("\n".join(problems))
     work = os.path.join(home, "runs", "quickstart" + ("-smoke" if size == "smoke" else "")
                         + ("-cuda" if device == "cuda" else ""))
-    defaults = {"DEEPNET_WORK": work, "SOURCE": "multi30k", "METHOD": "deepnet", "LAYERS": "6"}
-    return {**{k: v for k, v in defaults.items() if k not in env and f"DEEPNET_{k}" not in env},
-            **env, "SIZE": SIZES[size, device], "DEVICE": device}
+    defaults = {"WORK": work, "SOURCE": "multi30k", "METHOD": "deepnet", "LAYERS": "6"}
+    # the checked values under both names, so that neither spelling can say otherwise
+    return {**{PREFIX + k: v for k, v in defaults.items() if from_env(env, k) is None}, **env,
+            **{spelling: value for name, value in (("SIZE", SIZES[size, device]),
+                                                   ("DEVICE", device))
+               for spelling in (name, PREFIX + name)}}
 
 
 def show_result(cfg: Settings) -> Dict:

@@ -66,6 +66,29 @@ def test_a_misspelled_setting_stops_the_script(tmp_path):
     assert not os.path.exists(tmp_path / "runs")
 
 
+@pytest.mark.parametrize("script,env,line", [
+    ("train.sh", {"TRAIN_ARGS": "-a transformer"},
+     "error: TRAIN_ARGS: -a (--arch) is set by the recipe from METHOD: set that instead"),
+    ("train.sh", {"TRAIN_ARGS": "--patience 7"}, None),  # the plugin's parser, in a new process
+    ("train.sh", {"NPROC": "\u00b2"}, "error: NPROC='\u00b2' (from environment NPROC): expected "
+                                       "ASCII digits (0-9)"),
+    ("prepare.sh", {"SRC": "en-gb"}, "error: SRC='en-gb' (from environment SRC): expected a "
+                                     "language code"),
+    ("sweep.sh", {"RUNS": "deepnet:6:6:ENC_LAYERS=50"},
+     "error: RUNS entry 'deepnet:6:6:ENC_LAYERS=50': ENC_LAYERS cannot differ between runs"),
+])
+def test_a_bad_setting_is_one_line_and_status_2_with_nothing_written(tmp_path, script, env, line):
+    """Issue 32's refusals as a user meets them: a fresh process (no plugin registered before
+    the check), one line saying what was wrong and what to do, exit status 2, nothing made."""
+    proc = bash(os.path.join(REPO, "scripts", "wmt17", script),
+                {"DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "w"), **env}, "--dry-run")
+    if line is None:
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert proc.returncode == 2 and proc.stderr.splitlines()[-1].startswith(line), proc.stderr
+    assert not os.path.exists(tmp_path / "w")
+
+
 def test_dry_run_prints_settings_and_command_and_runs_nothing(tmp_path):
     env = {"CUDA_VISIBLE_DEVICES": "2,3", "LAYERS": "18", "DEEPNET_WORK": str(tmp_path / "w")}
     proc = bash(os.path.join(REPO, "scripts", "wmt17", "train.sh"), env, "--dry-run")

@@ -4,6 +4,7 @@ layout is checked on a CPU machine with no scheduler. No training and no child p
 (live logs and signals: integration/test_signals.py)."""
 
 import os
+import re
 import signal
 import sys
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes import quickstart
 from deepnet_fairseq.recipes.datasets import DATASETS
 from deepnet_fairseq.recipes.run import launch, runlog, runner
 from deepnet_fairseq.recipes.spec import presets, settings
@@ -100,6 +102,67 @@ def test_train_args_may_not_set_what_the_recipe_sets(extra, named):
     that sets it: the run's records say what it trained."""
     with pytest.raises(SettingError, match=named):
         plan({"CUDA_VISIBLE_DEVICES": "0", "TRAIN_ARGS": extra})
+
+
+@pytest.mark.parametrize("extra,named", [
+    ("-a transformer", r"-a \(--arch\) is set by the recipe from METHOD"),
+    ("-atransformer", r"-a \(--arch\) is set by the recipe from METHOD"),
+    ("-s de -t en", r"-s \(--source-lang\) .* from SRC.*-t \(--target-lang\) .* from TGT"),
+    ("--fp16", "--fp16 is set by the recipe from PRECISION"),  # fp32 here: still PRECISION's
+    ("--tensorboard-logdir /tmp/tb", "--tensorboard-logdir writes the training log outside"),
+    ("--restore-file /elsewhere/checkpoint.pt", "--restore-file starts from weights outside"),
+    ("--ar transformer", "fairseq-train would not accept --ar transformer"),  # no abbreviations
+    ("--no-such-option", "fairseq-train would not accept --no-such-option"),
+    ("--patience x", "fairseq-train would refuse it: argument --patience: invalid int"),
+])
+def test_train_args_are_read_by_destination_as_fairseq_reads_them(extra, named):
+    """An alias, an attached value or another spelling of an option the recipe sets is the
+    same option to fairseq-train: refused as the option it is; one fairseq-train would not take
+    is refused here, before anything is written, not when training starts."""
+    with pytest.raises(SettingError, match=f"TRAIN_ARGS: .*{named}"):
+        plan({"DEVICE": "cpu", "TRAIN_ARGS": extra})
+
+
+def _refused_spellings():
+    """Every spelling fairseq-train's own parser (for the recipe's command) accepts for every
+    destination TRAIN_ARGS may not set: each option string with its value apart, after '=',
+    attached to a short option; a long option cut short (accepted only where the parser allows
+    abbreviations, so refused either way). Generated from the parser, not a list."""
+    _, _, cmd = plan({"DEVICE": "cpu", "NPROC": "2"})
+    own = cmd[cmd.index("-m") + 2:]
+    parser = launch.fairseq_train_parser(own)
+    ours = {dest for dest, _ in launch.train_args_dests(own[1:], parser)}
+    refused = ours | set(launch.SETTING_OF_DEST) | set(launch.OUTSIDE)
+    known = {option for action in parser._actions for option in action.option_strings}
+    cases = []
+    for action in parser._actions:
+        if action.dest not in refused:
+            continue
+        for option in action.option_strings:
+            value = [] if action.nargs == 0 else ["1"]
+            cases.append((own, [option, *value], option))
+            if value and option.startswith("--"):
+                cases.append((own, [f"{option}=1"], option))
+            elif value:
+                cases.append((own, [f"{option}1"], option))
+            if option.startswith("--") and option[:-1] not in known:
+                cases.append((own, [option[:-1], *value], option[:-1]))
+    return refused, cases
+
+
+REFUSED, SPELLINGS = _refused_spellings()
+
+
+def test_the_refused_destinations_cover_the_recipe_and_the_outside():
+    assert {"arch", "source_lang", "target_lang", "save_dir", "user_dir", "tensorboard_logdir",
+            "restore_file", "wandb_project", "fp16", "bf16", "criterion"} <= REFUSED
+    assert len(SPELLINGS) > 2 * len(REFUSED)
+
+
+@pytest.mark.parametrize("own,extra,option", SPELLINGS, ids=[" ".join(e) for _, e, _ in SPELLINGS])
+def test_every_spelling_of_every_refused_destination_is_refused(own, extra, option):
+    with pytest.raises(SettingError, match=f"TRAIN_ARGS: .*{re.escape(option)}"):
+        launch.check_train_args(extra, own)
 
 
 def test_an_unbalanced_quote_in_train_args_is_one_setting_error():
@@ -206,6 +269,10 @@ def test_activation_checkpointing_from_the_depth_threshold(env, on):
     ({"CUDA_VISIBLE_DEVICES": "0,1", "NPROC": "4"}, "only 2 GPU"),
     ({"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": ""}, "DEVICE=cuda but no GPU is visible"),
     ({"DEVICE": "cpu", "NPROC": "two"}, "NPROC='two'"),
+    ({"DEVICE": "cpu", "NPROC": "\u00b2"}, "NPROC='\u00b2'.*ASCII digits"),  # "²".isdigit()
+    ({"DEVICE": "cpu", "NPROC": "\u0663"}, "NPROC='\u0663'.*ASCII digits"),  # int("٣") == 3
+    ({"DEVICE": "cpu", "NPROC": "0"}, "NPROC=0 .*must be >= 1"),
+    ({"DEVICE": "cpu", "NPROC": "100000"}, "NPROC=100000 .*must be >= 1 and < 1025"),
 ])
 def test_impossible_layouts_are_clear_errors(env, message):
     with pytest.raises(SettingError, match=message):
@@ -478,7 +545,6 @@ def test_one_tiny_size():
     """The tiny width is defined once (methods.TINY_SIZE): the recipes' tiny model, the
     quickstart's smoke size and the diagnostics' and GPU check's width options all read it."""
     from deepnet_fairseq import methods
-    from deepnet_fairseq.recipes import quickstart
 
     tiny = methods.TINY_SIZE
     width = (tiny["encoder_embed_dim"], tiny["encoder_ffn_embed_dim"],
@@ -492,6 +558,29 @@ def test_one_tiny_size():
     assert [int(args[args.index(flag) + 1]) for flag in (
         "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \
         list(width)
+
+
+@pytest.mark.parametrize("name,value", [("SIZE", "full"), ("SIZE", "mini"), ("DEVICE", "tpu")])
+@pytest.mark.parametrize("prefix", ["", settings.PREFIX])
+def test_the_quickstart_checks_its_size_under_every_name_the_resolver_reads(name, value, prefix):
+    """DEEPNET_SIZE=full wins over SIZE in the resolver, so the quickstart's check reads it
+    too (settings.from_env): a size or device it does not have is refused however it is
+    spelt, before anything runs."""
+    with pytest.raises(SettingError, match=f"{name}={value}"):
+        quickstart.recipe_env({f"{prefix}{name}": value}, REPO)
+
+
+@pytest.mark.parametrize("prefix", ["", settings.PREFIX])
+def test_the_quickstart_runs_the_size_it_checked(prefix):
+    env = quickstart.recipe_env({f"{prefix}SIZE": "smoke", "DEEPNET_DEVICE": "cpu",
+                                 "SIZE": "quickstart"}, REPO)
+    cfg = settings.resolve("wmt17", env, REPO)
+    expected = "smoke" if prefix else "quickstart"  # DEEPNET_SIZE wins, as in the resolver
+    assert cfg["SIZE"] == expected and cfg["DEVICE"] == "cpu"
+
+
+def test_a_slurm_gpu_count_in_other_digits_is_not_read_as_a_number():
+    assert count_gpus({"SLURM_GPUS_ON_NODE": "\u00b2"}, lambda: 1) == (1, "torch.cuda.device_count()")
 
 
 def test_runs_differing_only_in_their_seed_share_a_table_row():

@@ -5,6 +5,7 @@ before the refusal. Generated from the declarations (settings.SETTINGS), so a ne
 covered without a new test."""
 
 import os
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
@@ -49,8 +50,10 @@ def test_any_value_of_any_setting_is_accepted_or_refused_by_name_creating_nothin
     except SettingError as err:
         assert name in str(err) or "DEEPNET_" in str(err) or "RUNS" in str(err), str(err)
     else:
-        if name in cfg and SETTINGS[name].kind in ("int", "float", "ints"):
+        if name in cfg and SETTINGS[name].kind in ("int", "int|auto", "float", "ints"):
             assert cfg[name].isascii()  # what fairseq and the shell scripts will read
+        if name in cfg and SETTINGS[name].pattern:
+            assert all(re.fullmatch(SETTINGS[name].pattern[0], w) for w in cfg[name].split())
     assert not work.exists(), "something was written before the refusal"
 
 
@@ -81,7 +84,8 @@ def test_every_field_of_a_runs_entry_is_checked_as_the_setting_it_names(fields):
 @pytest.mark.parametrize("runs,message", [
     ("deepnet:1:1:SEED=x/../../../victim", "SEED='x/../../../victim'.*expected a whole number"),
     ("deepnet:\u0663:1", "ENC_LAYERS=.*expected ASCII digits"),
-    ("deepnet:1:1:RUN_NAME=../x", "run name"),
+    ("deepnet:1:1:TRAIN_ARGS=--patience=../x", "run name"),
+    ("deepnet:1:1:RUN_NAME=../x", "RUN_NAME cannot differ between runs"),
     ("nosuch:1:1", "unknown method 'nosuch'"),
 ])
 def test_a_bad_runs_field_stops_the_sweep_before_it_writes(tmp_path, runs, message):
@@ -118,7 +122,7 @@ def _edges(name):
     """(value, accepted) at both ends of NAME's declared range (settings.RANGES): the bound
     itself, just inside and just outside."""
     lowest, highest, inclusive = settings.RANGES[name]
-    integer = SETTINGS[name].kind in ("int", "ints")
+    integer = SETTINGS[name].kind in ("int", "int|auto", "ints")
     step = 1 if integer else 1e-6 * max(1.0, abs(lowest or highest or 1.0))
     cases = []
     if lowest is not None:
@@ -152,3 +156,92 @@ def test_every_bound_of_every_setting_is_where_it_is_declared(tmp_path, name, va
     else:
         assert out_of_range, f"{name}={text}: {refused or 'accepted'}"
     assert not work.exists()
+
+
+# ---- classes of values, generated from the declarations ------------------------------------
+
+NUMBERS = sorted(name for name, s in SETTINGS.items() if s.kind in ("int", "int|auto"))
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "1\u00b3", "\uff11", "\u0967"])
+@pytest.mark.parametrize("name", NUMBERS)
+def test_every_whole_number_setting_takes_ascii_digits_only(name, value):
+    """"²".isdigit() is true and int("٣") is 3: no whole-number setting takes other scripts'
+    digits (NPROC included), in ASCII digits only as fairseq and the shell scripts read them."""
+    with pytest.raises(SettingError, match=f"{name}=.*ASCII digits"):
+        settings._check(name, value, "test")
+
+
+PATTERNED = sorted(name for name, s in SETTINGS.items() if s.pattern)
+
+
+@pytest.mark.parametrize("value", ["en-gb", "de.x", "1de", "d e/..", "\u00fc", "_x", "x" * 33])
+@pytest.mark.parametrize("name", PATTERNED)
+def test_a_language_code_that_would_split_a_file_name_is_refused(tmp_path, name, value):
+    """SRC=en-gb once ended in a traceback at prepare's pair.split("-"): every setting declared
+    with a pattern (the language codes) is checked against it when resolved, every word of it,
+    in one line naming the setting and what it expects, before anything is written."""
+    work = tmp_path / "work"
+    dataset = "opus100" if name == "LANGS" else "parallel"
+    with pytest.raises(SettingError, match=f"{name}=.*expected a language code"):
+        settings.resolve(dataset, {"DEEPNET_WORK": str(work), "DEVICE": "cpu", name: value},
+                         REPO, lambda: 0)
+    assert not work.exists()
+
+
+def test_the_language_codes_are_declared_with_their_pattern():
+    assert {"SRC", "TGT", "LANGS"} <= set(PATTERNED)
+    for value in ("de", "en", "pt_br", "zh", "all", "src"):
+        settings._check("SRC", value, "test")
+    settings._check("LANGS", "de fr cs", "test")
+
+
+SCOPES = sorted((name, s.scope) for name, s in SETTINGS.items())
+
+
+@pytest.mark.parametrize("name,scope", SCOPES, ids=[n for n, _ in SCOPES])
+def test_a_runs_entry_sets_only_what_may_differ_between_runs(tmp_path, name, scope):
+    """A RUNS entry's KEY=VALUE once lost to the sweep's own values (deepnet:6:6:ENC_LAYERS=50
+    trained 6 layers in a directory named for 50) or recorded what the shared data does not
+    have (VOCAB=8000): every setting not of scope "run" (the entry's own fields, the sweep's,
+    the data's, prepare's, the machine's) is refused there, saying why, with nothing written."""
+    entry = f"deepnet:2:2:{name}=1"
+    if scope == "run":
+        try:
+            settings.check_run_entry(entry)
+        except SettingError as err:  # its value may be wrong for it, but the key is allowed
+            assert "cannot differ between runs" not in str(err)
+        return
+    with pytest.raises(SettingError, match=f"{name} cannot differ between runs: "
+                                           f"{re.escape(settings.NOT_PER_RUN[scope])}"):
+        settings.check_run_entry(entry)
+    work = tmp_path / "work"
+    cfg = settings.resolve("wmt17", {"DEEPNET_WORK": str(work), "DEVICE": "cpu",
+                                     "RUNS": f"deepnet:1:1 {entry}"}, REPO, lambda: 0)
+    with pytest.raises(SettingError, match="cannot differ between runs"):
+        runner.sweep(cfg, {}, dry_run=True)
+    assert not work.exists()
+
+
+def test_the_scopes_are_the_declared_ones():
+    from deepnet_fairseq.recipes.data.prepare import DATA_SETTINGS
+
+    assert {s.scope for s in SETTINGS.values()} == {"run", *settings.NOT_PER_RUN}
+    assert {"METHOD", "LAYERS", "ENC_LAYERS", "DEC_LAYERS", "RUN_NAME"} <= {
+        n for n, s in SETTINGS.items() if s.scope == "entry"}
+    assert {"WORK", "PYTHON", "DEVICE", "NPROC"} <= {
+        n for n, s in SETTINGS.items() if s.scope == "machine"}
+    # what prepare records and compares is the data scope, declared once
+    assert set(DATA_SETTINGS) == {n for n, s in SETTINGS.items() if s.scope == "data"}
+    assert {"VOCAB", "SRC", "TGT", "LANGS", "SOURCE"} <= set(DATA_SETTINGS)
+
+
+def test_processes_per_machine_have_an_upper_bound():
+    """WORKERS=100000 once became fairseq-preprocess --workers 100000: every setting that
+    counts processes on one machine is bounded (WORKERS by 4 x this machine's cores, where
+    prepare runs; the others, which may plan another machine, by a generous constant)."""
+    for name in ("WORKERS", "NUM_WORKERS", "NPROC"):
+        assert settings.RANGES[name][1] is not None, name
+    assert settings.RANGES["WORKERS"][1] == 4 * (os.cpu_count() or 1) + 1
+    with pytest.raises(SettingError, match="WORKERS=100000 .*must be >= 1 and <"):
+        settings.resolve("wmt17", {"WORKERS": "100000", "DEVICE": "cpu"}, REPO, lambda: 0)

@@ -14,7 +14,8 @@ import pytest
 from deepnet_fairseq.recipes.spec.settings import SETTINGS, resolve
 from support import REPO
 
-ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints"}
+ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints",
+             "int_or_auto": "int|auto"}
 TYPED_KINDS = set(ACCESSORS.values())
 
 
@@ -111,3 +112,43 @@ def test_accessors_give_the_declared_types(cfg):
 def test_an_accessor_refuses_a_setting_of_another_kind(cfg, accessor, name):
     with pytest.raises(TypeError, match=f"{name} is declared"):
         getattr(cfg, accessor)(name)
+
+
+ENVIRONMENTS = {"environ", "env"}  # what the package calls the environment it is given
+
+
+def environment_reads(tree):
+    """Every read of a setting straight from an environment (``os.environ.get("SIZE")``,
+    ``env["DEEPNET_SIZE"]``): each is a second reader that can disagree with the resolver,
+    which prefers DEEPNET_<NAME> to <NAME> (settings.from_env)."""
+    names = set(SETTINGS) | {"DEEPNET_" + name for name in SETTINGS}
+
+    def is_environment(node):
+        return (isinstance(node, ast.Name) and node.id in ENVIRONMENTS) or \
+            (isinstance(node, ast.Attribute) and node.attr in ENVIRONMENTS)
+
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "pop") and is_environment(node.func.value)
+                and node.args and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in names):
+            found.append(node.args[0].value)
+        if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+                and is_environment(node.value) and isinstance(node.slice, ast.Constant)
+                and node.slice.value in names):
+            found.append(node.slice.value)
+    return found
+
+
+def test_no_module_reads_a_setting_from_the_environment_but_the_resolver():
+    """The quickstart once read SIZE from the environment while the resolver took
+    DEEPNET_SIZE first (DEEPNET_SIZE=full passed its size check): every reader of a setting
+    goes through settings.from_env, the resolver's own."""
+    found = [f"{path}: {name}" for path, tree in sources() for name in environment_reads(tree)]
+    assert not found, "read it with settings.from_env:\n" + "\n".join(found)
+
+
+def test_the_environment_scan_sees_a_direct_read():
+    tree = ast.parse('os.environ.get("SIZE", "x")\nenv["DEEPNET_VOCAB"]\nenv.get("HOME")\n')
+    assert environment_reads(tree) == ["SIZE", "DEEPNET_VOCAB"]

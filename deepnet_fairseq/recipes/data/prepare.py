@@ -32,7 +32,7 @@ from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many
 from ..run.runner import log
 from .rawtext import PrepareError, check_aligned, count_lines
-from ..spec.settings import Settings
+from ..spec.settings import SETTINGS, Settings
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
 from ...storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
@@ -223,9 +223,9 @@ def raw_pairs(raw: str) -> List[str]:
                    for path in glob.glob(os.path.join(raw, "train.*-*.*"))})
 
 
-# the settings the prepared data depends on: a data directory holds the data of one value each
-DATA_SETTINGS = ("SOURCE", "LOCAL_DIR", "TRAIN_TEXT", "VALID_TEXT", "TEST_TEXT", "SRC", "TGT",
-                 "LANGS", "VOCAB", "SPM_SENTENCES", "MAX_LEN", "LEN_RATIO", "ENCODING")
+# the settings the prepared data depends on (declared scope "data"): a data directory holds
+# the data of one value each
+DATA_SETTINGS = tuple(name for name, setting in SETTINGS.items() if setting.scope == "data")
 
 
 def data_settings(dataset: str, settings: dict) -> dict:

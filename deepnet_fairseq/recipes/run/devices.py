@@ -11,6 +11,7 @@ user's ``CUDA_VISIBLE_DEVICES=2,3``, is obeyed without touching a GPU):
 3. only when nothing says: ``torch.cuda.device_count()`` (NVML), the ``probe`` argument.
 """
 
+import re
 from typing import Callable, Mapping, Optional, Tuple
 
 
@@ -53,8 +54,10 @@ def count_gpus(env: Mapping[str, str],
         value = env.get(name)
         if value is None:
             continue
-        count = (int(value) if value.strip().isdigit() else None) if name == "SLURM_GPUS_ON_NODE" \
-            else _slurm_list(value)
+        if name != "SLURM_GPUS_ON_NODE":
+            count = _slurm_list(value)
+        else:  # ASCII digits only: int() reads "٣", and "²".isdigit() is true
+            count = int(value) if re.fullmatch(r"\s*[0-9]+\s*", value) else None
         if count is not None:
             return count, f"{name}={value}"
     probe = probe or torch_device_count

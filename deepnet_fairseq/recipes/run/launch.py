@@ -28,12 +28,13 @@ Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a 
 (``runner.py``); node k > 0 keeps ``train.node<k>.log``.
 """
 
+import argparse
 import math
 import os
 import shlex
 import sys
 from dataclasses import dataclass
-from typing import Callable, List, Mapping, Optional
+from typing import Callable, List, Mapping, Optional, Tuple
 
 from .devices import count_gpus
 from .memory import MemoryPlanError, Plan, parameter_count, plan as memory_plan
@@ -180,13 +181,9 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     nnodes = cfg.int("NNODES")
     if nnodes < 1:
         raise SettingError("NNODES must be at least 1")
-    nproc_text = cfg.get("NPROC", "auto")
-    if nproc_text == "auto":
+    nproc = cfg.int_or_auto("NPROC")  # checked where it was resolved: >= 1, or auto
+    if nproc == "auto":
         nproc = gpus if device == "cuda" else 1
-    elif nproc_text.isdigit() and int(nproc_text) >= 1:
-        nproc = int(nproc_text)
-    else:
-        raise SettingError(f"NPROC={nproc_text!r}: expected a number of processes >= 1, or auto")
     if device == "cuda" and nproc > gpus:
         raise SettingError(f"NPROC={nproc} processes per node but only {gpus} GPU(s) visible "
                            f"({gpus_from})")
@@ -315,28 +312,6 @@ def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List
     return ["--fp16-no-flatten-grads"] if needs and flat else []
 
 
-# fairseq-train options the recipe sets from one of its settings: refused in TRAIN_ARGS with
-# the setting to use instead. A run's records (config.json, status.json, the results table)
-# say what its settings say; an option slipped behind them would train something else.
-SETTING_OF_OPTION = {
-    "--arch": "METHOD", "--encoder-layers": "LAYERS or ENC_LAYERS",
-    "--decoder-layers": "LAYERS or DEC_LAYERS", "--save-dir": "RUN_NAME or DEEPNET_WORK",
-    "--task": "the dataset (scripts/<dataset>/)", "--user-dir": "none: the recipe's plugin",
-    "--lr": "LR", "--seed": "SEED", "--max-update": "MAX_UPDATE", "--max-epoch": "MAX_EPOCH",
-    "--warmup-updates": "WARMUP", "--warmup-init-lr": "WARMUP_INIT_LR", "--dropout": "DROPOUT",
-    "--max-tokens": "MAX_TOKENS", "--update-freq": "TOKENS_PER_UPDATE",
-    "--distributed-world-size": "NPROC and NNODES", "--encoder-embed-dim": "EMBED_DIM",
-    "--decoder-embed-dim": "EMBED_DIM", "--encoder-ffn-embed-dim": "FFN_DIM",
-    "--decoder-ffn-embed-dim": "FFN_DIM", "--encoder-attention-heads": "HEADS",
-    "--decoder-attention-heads": "HEADS", "--source-lang": "SRC", "--target-lang": "TGT",
-    "--label-smoothing": "LABEL_SMOOTHING", "--weight-decay": "WEIGHT_DECAY",
-    "--clip-norm": "CLIP_NORM", "--adam-betas": "ADAM_BETAS",
-    "--save-interval-updates": "SAVE_INTERVAL_UPDATES", "--keep-interval-updates": "AVERAGE_LAST",
-    "--log-interval": "LOG_INTERVAL", "--ddp-backend": "DDP_BACKEND",
-    "--num-workers": "NUM_WORKERS", "--fp16": "PRECISION", "--bf16": "PRECISION",
-}
-
-
 def train_args_of(cfg: Settings) -> List[str]:
     """TRAIN_ARGS split as a shell splits it; a quoting error is a setting error, not a
     traceback (and not the end of a sweep)."""
@@ -348,19 +323,155 @@ def train_args_of(cfg: Settings) -> List[str]:
                            "quote it as in a shell") from None
 
 
+# fairseq-train's destinations (argparse's dest: one per option, whatever its spelling) that a
+# setting decides, refused in TRAIN_ARGS with the setting to use instead, whether or not this
+# run's command names them (PRECISION=fp32 leaves --fp16 out: it still decides it). A run's
+# records (config.json, status.json, the results table) say what its settings say; an option
+# slipped behind them would train something else.
+SETTING_OF_DEST = {
+    "arch": "METHOD", "encoder_layers": "LAYERS or ENC_LAYERS",
+    "decoder_layers": "LAYERS or DEC_LAYERS", "save_dir": "RUN_NAME or DEEPNET_WORK",
+    "task": "the dataset (scripts/<dataset>/)",
+    "lr": "LR", "seed": "SEED", "max_update": "MAX_UPDATE", "max_epoch": "MAX_EPOCH",
+    "warmup_updates": "WARMUP", "warmup_init_lr": "WARMUP_INIT_LR", "dropout": "DROPOUT",
+    "max_tokens": "MAX_TOKENS", "update_freq": "TOKENS_PER_UPDATE",
+    "distributed_world_size": "NPROC and NNODES", "encoder_embed_dim": "EMBED_DIM",
+    "decoder_embed_dim": "EMBED_DIM", "encoder_ffn_embed_dim": "FFN_DIM",
+    "decoder_ffn_embed_dim": "FFN_DIM", "encoder_attention_heads": "HEADS",
+    "decoder_attention_heads": "HEADS", "source_lang": "SRC", "target_lang": "TGT",
+    "label_smoothing": "LABEL_SMOOTHING", "weight_decay": "WEIGHT_DECAY",
+    "clip_norm": "CLIP_NORM", "adam_betas": "ADAM_BETAS",
+    "save_interval_updates": "SAVE_INTERVAL_UPDATES", "keep_interval_updates": "AVERAGE_LAST",
+    "log_interval": "LOG_INTERVAL", "ddp_backend": "DDP_BACKEND",
+    "num_workers": "NUM_WORKERS", "cpu": "DEVICE", "checkpoint_activations":
+    "CHECKPOINT_ACTIVATIONS", "fp16_init_scale": "FP16_INIT_SCALE",
+    "fp16_scale_window": "FP16_SCALE_WINDOW", "min_loss_scale": "MIN_LOSS_SCALE",
+    "distributed_port": "MASTER_PORT", "distributed_init_method": "LAUNCHER, MASTER_ADDR and "
+    "MASTER_PORT", "sampling_temperature": "TEMPERATURE",
+    # each of these trains in another precision than PRECISION says (--memory-efficient-fp16
+    # sets fp16; the memory plan adds it itself where a card needs it)
+    **dict.fromkeys(("fp16", "bf16", "amp", "memory_efficient_fp16", "memory_efficient_bf16"),
+                    "PRECISION"),
+}
+
+# Options that make fairseq read or write outside the run's directories ($WORK/data, the run's
+# directory), refused with the way to do it instead: a run's records could not say where its
+# weights came from, and files would land where no record (and no cleaning up) finds them.
+OUTSIDE = {
+    **dict.fromkeys(("restore_file", "finetune_from_model", "ema_seed_model"),
+                    "starts from weights outside the run (a run resumes from its own "
+                    "checkpoints/checkpoint_last.pt, and its records say it trained from "
+                    "scratch); train a new run instead"),
+    **dict.fromkeys(("encoder_embed_path", "decoder_embed_path", "quantization_config_path"),
+                    "reads a file outside the run that its records would not name"),
+    **dict.fromkeys(("log_file", "tensorboard_logdir", "aim_repo", "wandb_project",
+                     "azureml_logging"),
+                    "writes the training log outside the run (or off this machine); the run's "
+                    "train.log has every logged value: python -m "
+                    "deepnet_fairseq.recipes.reporting.curves RUN_DIR plots them"),
+    "plasma_path": "puts a data store outside the run; the recipe loads the data itself",
+    "help": "prints fairseq-train's options instead of training; run fairseq-train --help",
+    "user_dir": "is set by the recipe (its plugin, deepnet_fairseq): another would load code "
+                "that the run's records do not name",
+}
+
+
+class _Refused(Exception):
+    """argparse's error or exit while a TRAIN_ARGS check parses: a message, not an exit."""
+
+
+def _quiet(parser):
+    """PARSER with argparse's exits and prints turned into _Refused (it is only asked)."""
+    def fail(*args, message=None, **kwargs):
+        raise _Refused(message or (args[-1] if args else ""))
+
+    parser.error = parser.exit = fail
+    parser.print_help = parser.print_usage = lambda *args, **kwargs: None
+    return parser
+
+
+def fairseq_train_parser(argv: List[str]):
+    """fairseq-train's own parser for the command line ARGV, built as fairseq builds it (the
+    architecture's, task's, optimizer's and other chosen components' options added), so that
+    it knows every option and alias fairseq-train would accept there."""
+    import logging
+
+    from fairseq import options
+
+    from ... import register
+
+    register()  # the plugin's architectures and options, as fairseq-train's --user-dir adds them
+
+    utils_log = logging.getLogger("fairseq.utils")  # "--user-dir=... already imported"
+    level = utils_log.level
+    utils_log.setLevel(logging.WARNING)
+    try:
+        parser = _quiet(options.get_training_parser())
+        options.parse_args_and_arch(parser, argv, parse_known=True)
+    finally:
+        utils_log.setLevel(level)
+    return parser
+
+
+class _Seen(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.seen.append((self.dest, option_string))
+
+
+def train_args_dests(extra: List[str], parser, strict: bool = True) -> List[Tuple[str, str]]:
+    """(destination, option string) of every option of EXTRA as PARSER would read it: its
+    option strings, abbreviations where it allows them, --opt=value, -xVALUE, found by
+    argparse itself (a parser with PARSER's options that only notes which one it met)."""
+    shadow = _quiet(argparse.ArgumentParser(add_help=False, allow_abbrev=parser.allow_abbrev,
+                                            prefix_chars=parser.prefix_chars))
+    for action in parser._actions:
+        if action.option_strings:  # the positionals are the recipe's (the data directory)
+            shadow.add_argument(*action.option_strings, dest=action.dest, nargs=action.nargs,
+                                const=action.const, action=_Seen)
+    found, unknown = shadow.parse_known_args(extra, argparse.Namespace(seen=[]))
+    if unknown and strict:
+        raise _Refused(f"fairseq-train would not accept {' '.join(unknown)} (no such option "
+                       "here, or a value with no option before it)")
+    return found.seen
+
+
 def check_train_args(extra: List[str], own: List[str]) -> None:
-    """Refuse TRAIN_ARGS options that the recipe's command already sets (``own``)."""
-    ours = {arg.partition("=")[0] for arg in own if arg.startswith("--")}
+    """Refuse TRAIN_ARGS options (``extra``) that set what the recipe's command (``own``) or a
+    setting decides, or that read or write outside the run, by the destination fairseq-train's
+    parser gives them, so that no alias (-a for --arch, -s/-t for the languages) gets by; and
+    options fairseq-train would not accept, before anything is written."""
+    if not extra:
+        return
+    user_dir = own[own.index("--user-dir"):own.index("--user-dir") + 2] if "--user-dir" in own \
+        else []
+    try:  # as fairseq builds it, with the recipe's own plugin (an extra --user-dir is refused)
+        parser = fairseq_train_parser([*own, *extra, *user_dir])
+    except Exception as err:  # a bad value in EXTRA (_Refused); refused below, or as this
+        parser, problem = fairseq_train_parser(own), str(err) or repr(err)
+    else:
+        problem = None
+    try:
+        seen = train_args_dests(extra, parser)
+    except _Refused as err:
+        raise SettingError(f"TRAIN_ARGS: {err}") from None
+    # [0]: the data directory; not strict: EXTRA may have chosen another architecture
+    ours = {dest for dest, _ in train_args_dests(own[1:], parser, strict=False)}
+    long_of = {action.dest: max(action.option_strings, key=len) for action in parser._actions
+               if action.option_strings}
     refused = []
-    for arg in extra:
-        flag = arg.partition("=")[0]
-        if flag.startswith("--") and flag in ours:
-            setting = SETTING_OF_OPTION.get(flag)
-            refused.append(f"{flag} is set by the recipe" + (
-                f" from {setting}: set that instead" if setting
-                else ": the run's records would not say what it trained"))
-    if refused:
-        raise SettingError("TRAIN_ARGS: " + "; ".join(refused))
+    for dest, option in seen:
+        named = option if option == long_of[dest] else f"{option} ({long_of[dest]})"
+        if dest in OUTSIDE:
+            refused.append(f"{named} {OUTSIDE[dest]}")
+        elif dest in SETTING_OF_DEST:
+            refused.append(f"{named} is set by the recipe from {SETTING_OF_DEST[dest]}: set "
+                           "that instead")
+        elif dest in ours:
+            refused.append(f"{named} is set by the recipe: the run's records would not say "
+                           "what it trained")
+    if refused or problem:
+        raise SettingError("TRAIN_ARGS: " + "; ".join(refused or [
+            f"fairseq-train would refuse it: {problem}"]))
 
 
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],

@@ -18,6 +18,7 @@ and the update count. The progress line shows the nll.
 
 import argparse
 import math
+import re
 import sys
 import threading
 import time
@@ -172,7 +173,7 @@ def main(argv=None) -> None:
                           args.signal)
     for item in args.meta:
         key, _, value = item.partition("=")
-        result[key] = int(value) if value.isdigit() else value
+        result[key] = int(value) if re.fullmatch(r"[0-9]+", value) else value  # not "²"
     write_json(args.out, result)
     print(f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""),
           file=sys.stderr)

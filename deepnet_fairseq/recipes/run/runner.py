@@ -19,6 +19,7 @@ interruption, a corrupt file -- is first replaced by the newest readable update 
 import datetime
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -70,7 +71,7 @@ def _status(run_dir: str) -> Optional[dict]:
 def _next_attempt(attempts: str, suffix: str) -> int:
     numbers = [int(name[len("attempt-"):-len(f"{suffix}.log")]) for name in os.listdir(attempts)
                if name.startswith("attempt-") and name.endswith(f"{suffix}.log")
-               and name[len("attempt-"):-len(f"{suffix}.log")].isdigit()]
+               and re.fullmatch(r"[0-9]+", name[len("attempt-"):-len(f"{suffix}.log")])]
     return max(numbers, default=0) + 1
 
 
@@ -93,7 +94,7 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
     updates = []
     for name in os.listdir(checkpoints):
         parts = name[:-len(".pt")].split("_") if name.endswith(".pt") else []
-        if len(parts) == 3 and parts[0] == "checkpoint" and parts[2].isdigit():
+        if len(parts) == 3 and parts[0] == "checkpoint" and re.fullmatch(r"[0-9]+", parts[2]):
             updates.append((int(parts[2]), name))
     for _, name in sorted(updates, reverse=True):
         if is_readable(os.path.join(checkpoints, name)):

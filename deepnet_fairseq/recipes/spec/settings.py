@@ -35,68 +35,99 @@ PREFIX = "DEEPNET_"
 
 @dataclass(frozen=True)
 class Setting:
-    kind: str      # int | float | text | words | ints | betas | path | one of "a|b|c"
+    # int | int|auto (a whole number or the word auto) | float | text | words | ints | betas
+    # | path | one of "a|b|c"
+    kind: str
     help: str
     default: Optional[str] = None  # None: from a config file, derived, or unset
     prefix_only: bool = False
     # a numeric setting's range: (lowest, highest, whether the lowest itself is allowed),
     # None for no bound; checked once all settings are resolved, before anything is written
     bounds: Optional[Tuple[Optional[float], Optional[float], bool]] = None
+    # (regular expression, what it asks for) that every word of the value must match
+    pattern: Optional[Tuple[str, str]] = None
+    # who may set it: "run" (any run of a sweep may differ), "entry" (a RUNS entry's own fields
+    # METHOD:ENC:DEC say it), "sweep" (what the sweep is), "data" (the prepared data depends
+    # on it: prepare records it, every run shares it), "prepare" (how prepare works),
+    # "machine" (where and how processes run: the same for every run)
+    scope: str = "run"
 
 
-def _s(kind, help, default=None, prefix_only=False, bounds=None):
-    return Setting(kind, help, default, prefix_only, bounds)
+def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, scope="run"):
+    return Setting(kind, help, default, prefix_only, bounds, pattern, scope)
 
 
 AT_LEAST_ONE = (1, None, True)
+# a language code names the data's files (train.SRC-TGT.SRC) and fairseq's pairs (SRC-TGT):
+# a '-' or '.' in it would split wrongly
+LANG_CODE = (r"[A-Za-z][A-Za-z0-9_]{0,31}",
+             "a language code: a letter, then letters, digits or _ (de, en, pt_br), at most 32 "
+             "characters; no '-' or '.', which separate the languages in the data's file names")
+# processes on one machine: more than its cores only contend, and a number far beyond them
+# (WORKERS=100000) forks until the machine stops. The bound is this machine's cores where the
+# setting is used here (prepare: a few times them, so that the parallel stages can still be
+# tried on a small machine), a generous constant where it may plan another machine
+CORES = os.cpu_count() or 1
+PROCESSES_PER_NODE = 1024
 
 
 # Every name the recipes read. Defaults of dataset/size/model/machine values: presets.py.
 SETTINGS: Dict[str, Setting] = {
     # what to run, where
     "SIZE": _s("text", "full, mini, smoke, quickstart or quickstart-cuda (presets.SIZES)",
-               "full"),
-    "DEVICE": _s("auto|cuda|cpu", "auto: cuda when a GPU is visible", "auto"),
+               "full", scope="sweep"),
+    "DEVICE": _s("auto|cuda|cpu", "auto: cuda when a GPU is visible", "auto", scope="machine"),
     "WORK": _s("path", "output directory [runs/<dataset>, runs/<dataset>-<SIZE>]",
-               prefix_only=True),
-    "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True),
+               prefix_only=True, scope="machine"),
+    "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True,
+                 scope="machine"),
     "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
-    # data
-    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download"),
-    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]"),
-    "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]"),
-    "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train"),
-    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid"),
-    "LOCAL_TEST": _s("text", "file stem of the test text", "test"),
+    # data: "data" the prepared data depends on (prepare records and compares them)
+    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download",
+                 scope="data"),
+    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare"),
+    "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]",
+                    scope="data"),
+    "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train",
+                      scope="prepare"),
+    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="prepare"),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="prepare"),
     "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
                              ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
-                             "/data/train.de and /data/train.en"),
-    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT"),
+                             "/data/train.de and /data/train.en", scope="data"),
+    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT", scope="data"),
     "TEST_TEXT": _s("path", "SOURCE=local: the test text (the references of evaluate), as "
-                            "TRAIN_TEXT"),
-    "OPUS_URL": _s("text", "OPUS-100 release archive"),
-    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive"),
-    "SRC": _s("text", "source language"),
-    "TGT": _s("text", "target language"),
-    "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all"),
-    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)"),
-    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)"),
-    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)"),
-    "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE),
-    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE),
-    "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE),
-    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio", bounds=AT_LEAST_ONE),
-    "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8"),
+                            "TRAIN_TEXT", scope="data"),
+    "OPUS_URL": _s("text", "OPUS-100 release archive", scope="prepare"),
+    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive", scope="prepare"),
+    "SRC": _s("text", "source language", pattern=LANG_CODE, scope="data"),
+    "TGT": _s("text", "target language", pattern=LANG_CODE, scope="data"),
+    "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all",
+                pattern=LANG_CODE, scope="data"),
+    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)", scope="prepare"),
+    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)", scope="prepare"),
+    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)", scope="prepare"),
+    "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE, scope="data"),
+    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE,
+                        scope="data"),
+    "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE,
+                  scope="data"),
+    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio",
+                    bounds=AT_LEAST_ONE, scope="data"),
+    "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8",
+                   scope="data"),
     "WORKERS": _s("int", "processes of prepare's parallel stages: cleaning and encoding (a "
-                         "file each), fairseq-preprocess (pairs at once x --workers) [every "
-                         "core this process may use]", bounds=AT_LEAST_ONE),
+                         "file each), fairseq-preprocess (pairs at once x --workers); at most 4 "
+                         "x this machine's cores, where prepare runs [every core this process "
+                         "may use]", bounds=(1, 4 * CORES + 1, True), scope="prepare"),
     # the run
-    "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet"),
-    "LAYERS": _s("int", "layers per side", "6", bounds=AT_LEAST_ONE),
-    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE),
-    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE),
-    "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]"),
-    "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]"),
+    "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet",
+                 scope="entry"),
+    "LAYERS": _s("int", "layers per side", "6", bounds=AT_LEAST_ONE, scope="entry"),
+    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE, scope="entry"),
+    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE, scope="entry"),
+    "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]", scope="entry"),
+    "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]", scope="entry"),
     "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
     "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
@@ -127,9 +158,11 @@ SETTINGS: Dict[str, Setting] = {
     "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates", bounds=AT_LEAST_ONE),
     "AVERAGE_LAST": _s("int", "checkpoints averaged for evaluation", bounds=AT_LEAST_ONE),
     "TRAIN_ARGS": _s("text", "more fairseq-train options, appended last (split as a shell "
-                             "would), e.g. --no-save-optimizer-state; an option the recipe "
-                             "sets (--arch, --lr, --save-dir, ...) is refused, naming the "
-                             "setting to use"),
+                             "would), e.g. --no-save-optimizer-state; read by fairseq-train's "
+                             "parser, so that an option the recipe or a setting decides "
+                             "(--arch or -a, --lr, --save-dir, ...) is refused, naming the "
+                             "setting to use, and so is one that reads or writes outside the "
+                             "run (--restore-file, --tensorboard-logdir, ...)"),
     # machine
     "MAX_TOKENS": _s("int", "tokens per process per step", bounds=AT_LEAST_ONE),
     "PRECISION": _s("fp16|bf16|fp32", "training precision"),
@@ -146,16 +179,26 @@ SETTINGS: Dict[str, Setting] = {
                                  "(activation checkpointing, ZeRO-1, MAX_TOKENS; DEVICE=cuda); "
                                  "set it where torch sees no GPU (a dry run on a login node), "
                                  "which otherwise gets no plan [torch's device properties]",
-                                 bounds=(0, None, False)),
+                                 bounds=(0, None, False), scope="machine"),
     "DDP_BACKEND": _s("text", "fairseq --ddp-backend"),
-    "NUM_WORKERS": _s("int", "data-loader workers per process"),
+    "NUM_WORKERS": _s("int", f"data-loader workers per process, at most "
+                             f"{PROCESSES_PER_NODE} (the training machine may not be this one)",
+                      bounds=(0, PROCESSES_PER_NODE + 1, True)),
     # processes
-    "NPROC": _s("text", "processes per node [every visible GPU; 1 on CPU]"),
-    "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]", bounds=AT_LEAST_ONE),
-    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)"),
-    "MASTER_ADDR": _s("text", "first node's address (NNODES > 1: required with torchrun)"),
-    "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500", bounds=(1, 65536, True)),
-    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto"),
+    "NPROC": _s("int|auto", f"processes per node, at most {PROCESSES_PER_NODE} (a GPU each on "
+                            "CUDA, a core each on CPU, checked where the run starts) [auto: "
+                            "every visible GPU; 1 on CPU]", "auto",
+                bounds=(1, PROCESSES_PER_NODE + 1, True), scope="machine"),
+    "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]", bounds=AT_LEAST_ONE,
+                 scope="machine"),
+    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)",
+                    scope="machine"),
+    "MASTER_ADDR": _s("text", "first node's address (NNODES > 1: required with torchrun)",
+                      scope="machine"),
+    "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500", bounds=(1, 65536, True),
+                      scope="machine"),
+    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto",
+                   scope="machine"),
     # evaluation
     "BEAM": _s("int", "beam size", bounds=AT_LEAST_ONE),
     "LENPEN": _s("float", "length penalty"),
@@ -164,9 +207,11 @@ SETTINGS: Dict[str, Setting] = {
     "TOKENIZED_BLEU": _s("0|1", "also report tokenized BLEU", "0"),
     "COMPOUND_SPLIT": _s("0|1", "split compounds for tokenized BLEU", "0"),
     # sweeps
-    "METHODS": _s("words", "methods of a sweep"),
-    "DEPTHS": _s("ints", "layers per side of a sweep"),
-    "RUNS": _s("text", "METHOD:ENC:DEC[:KEY=VALUE...] entries instead of METHODS x DEPTHS"),
+    "METHODS": _s("words", "methods of a sweep", scope="sweep"),
+    "DEPTHS": _s("ints", "layers per side of a sweep", scope="sweep"),
+    "RUNS": _s("text", "METHOD:ENC:DEC[:KEY=VALUE...] entries instead of METHODS x DEPTHS; a "
+                       "KEY may be any setting of scope run (not METHOD, the layers, the run's "
+                       "name, the data's, the machine's or the sweep's own)", scope="sweep"),
 }
 
 GROUPS = (("what to run, where", "SIZE"), ("data", "SOURCE"), ("the run", "METHOD"),
@@ -216,7 +261,7 @@ def typed(name: str, text: str):
     """TEXT, a value of setting NAME that passed its check, as its declared kind's type: int,
     float, bool for 0|1, a tuple for words and ints; the text itself for the other kinds."""
     kind = SETTINGS[name].kind
-    if kind == "int":
+    if kind == "int" or (kind == "int|auto" and text != "auto"):
         return int(text)
     if kind == "float":
         return float(text)
@@ -274,6 +319,10 @@ class Settings:
     def int(self, name: str) -> int:
         return self._of_kind(name, "int")
 
+    def int_or_auto(self, name: str):
+        """The number, or "auto"."""
+        return self._of_kind(name, "int|auto")
+
     def float(self, name: str) -> float:
         return self._of_kind(name, "float")
 
@@ -313,13 +362,16 @@ def _check(name: str, value: str, source: str) -> str:
     kind = SETTINGS[name].kind
     where = f"{name}={value!r} (from {source})"
     value = value.strip()
-    if kind in ("int", "float", "ints", "betas") and not value.isascii():
+    if kind in ("int", "int|auto", "float", "ints", "betas") and not value.isascii():
         # Python's int() and float() read other scripts' digits (LAYERS=٣); fairseq and the
         # shell scripts do not
         raise SettingError(f"{where}: expected ASCII digits (0-9)")
     if kind == "int":
         if not re.fullmatch(r"[0-9]+", value):
             raise SettingError(f"{where}: expected a whole number >= 0")
+    elif kind == "int|auto":  # before the choices: "|" here is not a list of them
+        if value != "auto" and not re.fullmatch(r"[0-9]+", value):
+            raise SettingError(f"{where}: expected a whole number >= 0, or auto")
     elif kind == "float":
         try:
             ok = math.isfinite(float(value))
@@ -338,6 +390,9 @@ def _check(name: str, value: str, source: str) -> str:
             raise SettingError(f"{where}: expected one of {', '.join(kind.split('|'))}")
     elif not value:
         raise SettingError(f"{where}: empty")
+    pattern = SETTINGS[name].pattern
+    if pattern and not all(re.fullmatch(pattern[0], word) for word in value.split()):
+        raise SettingError(f"{where}: expected {pattern[1]}")
     return value
 
 
@@ -484,7 +539,8 @@ def check_ranges(cfg: "Settings") -> None:
         problems.append(f"{name}={cfg[name]} (from {cfg.sources[name]}): {rule}")
 
     for name, (lowest, highest, inclusive) in RANGES.items():
-        if name in cfg and not _in_range(float(cfg[name]), lowest, highest, inclusive):
+        value = typed(name, cfg[name]) if name in cfg else "auto"
+        if value != "auto" and not _in_range(float(value), lowest, highest, inclusive):
             rule = ("must be " + (f">= {lowest}" if inclusive else f"> {lowest}")
                     + (f" and < {highest}" if highest is not None else ""))
             bad(name, rule)
@@ -598,6 +654,21 @@ def run_name_problem(name: str) -> Optional[str]:
     return None
 
 
+# Why a RUNS entry may not set a setting of each scope but "run", and what to do instead: a
+# value the run could not honour would still name its directory and its records
+NOT_PER_RUN = {
+    "entry": "the entry's own fields METHOD:ENC:DEC set it (and the run's name follows from "
+             "them); write it there",
+    "sweep": "it says what the sweep is, one value for all its runs; set it for the sweep",
+    "data": "the prepared data depends on it, and every run of the sweep trains on the same "
+            "data; set it for the sweep (and prepare), or sweep other data in another "
+            "DEEPNET_WORK",
+    "prepare": "it says how the shared data is prepared, once for every run; set it for prepare",
+    "machine": "it belongs to the machine the sweep runs on, the same for every run; set it in "
+               "the environment for the sweep",
+}
+
+
 def check_run_entry(entry: str, where: str = "") -> Tuple[str, str, str, List[str]]:
     """(method, encoder layers, decoder layers, KEY=VALUE overrides) of one ``RUNS`` entry
     METHOD:ENC:DEC[:KEY=VALUE...], each field checked as the setting it names, and the run
@@ -623,6 +694,9 @@ def check_run_entry(entry: str, where: str = "") -> Tuple[str, str, str, List[st
         if not equals or key not in SETTINGS:
             raise SettingError(f"{where}: {override!r} is not KEY=VALUE with KEY a recipe "
                                "setting")
+        if SETTINGS[key].scope != "run":
+            raise SettingError(f"{where}: {key} cannot differ between runs: "
+                               f"{NOT_PER_RUN[SETTINGS[key].scope]}")
         _check(key, value, where)
     problem = run_name_problem(run_name(method, enc, dec, overrides))
     if problem:
