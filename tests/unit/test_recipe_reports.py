@@ -12,6 +12,7 @@ import pytest
 from deepnet_fairseq import fairseq_log
 from deepnet_fairseq.recipes.evaluation import score
 from deepnet_fairseq.recipes.reporting import curves, report
+from deepnet_fairseq.recipes.records import write_record
 from deepnet_fairseq.recipes.run import runlog
 
 
@@ -272,11 +273,14 @@ def _quickstart_run(runs, refs, with_decode=True):
     scores = score.score_direction(str(run / "eval" / "en-de" / "generate-test.txt"),
                                    str(refs / "test.en-de.de"), "de", False, False) \
         if with_decode else {"sacrebleu": 60.0, "signature": "sig", "sentences": 3}
-    (run / "eval" / "eval.json").write_text(json.dumps(score.summarise({"en-de": scores})))
+    # the reference file is a field of the evaluation's record; the command text is not read
+    # (here it names another directory)
+    write_record(str(run / "eval" / "eval.json"), "eval", score.summarise(
+        {"en-de": {**scores, "reference": str(refs / "test.en-de.de")}}))
     (run / "evaluate.config.json").write_text(json.dumps(
         {"step": "evaluate", "command": ["python", "-m",
                                          "deepnet_fairseq.recipes.evaluation.evaluate",
-                                         "--run-dir", str(run), "--references", str(refs),
+                                         "--run-dir", str(run), "--references", "/nowhere",
                                          "--", "bin", "--beam", "5"]}))
     return run, hyps
 
@@ -322,6 +326,9 @@ def test_the_report_keeps_the_nll_and_plots_it_where_every_run_has_it(tmp_path):
     ("[1, 2]", "not a record"),                                   # another program's JSON
     ('{"method": "deepnet", "status": "ok"}', "no 'encoder_layers' in its records"),
     ("\xff\xfe", "unreadable record"),                            # not UTF-8
+    ('{"status": "ok", "schema": {"kind": "status", "version": 99}}', "schema version 99"),
+    ('{"status": "ok", "schema": {"kind": "eval", "version": 1}}', "a record of kind eval where"),
+    ('{"status": "ok", "schema": "1"}', "malformed schema field"),
 ])
 def test_a_broken_record_leaves_its_run_out_not_the_report(tmp_path, capsys, broken, why):
     """A run under runs/ whose status.json cannot be read: the report of the others is written,
@@ -334,6 +341,43 @@ def test_a_broken_record_leaves_its_run_out_not_the_report(tmp_path, capsys, bro
     assert "| deepnet | 27.5 (paper 27.8) |" in (tmp_path / "out" / "table.md").read_text()
     err = capsys.readouterr().err
     assert "WARNING: run deepnet-18L-18L left out of the report" in err and why in err
+    # the table says so too, naming the file
+    shown = (tmp_path / "out" / "table.md").read_text().split("cannot be read")[1]
+    assert "- deepnet-18L-18L: " in shown and why in shown
+    if "schema" in broken:
+        assert str(runs / "deepnet-18L-18L" / "status.json") in shown
+
+
+def test_a_legacy_evaluation_is_not_scored_again_from_command_text(tmp_path):
+    """An eval.json written before it recorded its reference files (schema version 1): the
+    report does not go looking for them in the evaluation's command."""
+    runs, refs = tmp_path / "runs", tmp_path / "raw"
+    run, _ = _quickstart_run(runs, refs)
+    legacy = json.loads((run / "eval" / "eval.json").read_text())
+    del legacy["schema"], legacy["directions"]["en-de"]["reference"]
+    (run / "eval" / "eval.json").write_text(json.dumps(legacy))
+    (run / "evaluate.config.json").write_text(json.dumps({"command": [
+        "python", "-m", "x", "--references", str(refs), "--", "bin"]}))
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["status"] == "ok" and row["tok_bleu"] == "" and row["sacrebleu"] != ""
+
+
+def test_an_evaluation_of_earlier_checkpoints_is_not_the_runs_score(tmp_path):
+    """Trained again (RETRY=1), its new evaluation failed: eval/ holds the score of the old
+    checkpoints, which the report does not show as the run's (evaluate's own check)."""
+    from deepnet_fairseq.recipes.evaluation.evaluate import PURPOSE, purpose
+
+    runs = tmp_path / "runs"
+    run, _ = _quickstart_run(runs, tmp_path / "raw")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "checkpoint_1_10.pt").write_bytes(b"old")
+    write_record(str(run / "eval" / PURPOSE), "purpose", purpose(str(run), ["--beam", "5"]))
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["status"] == "ok" and row["sacrebleu"] != ""
+    (run / "checkpoints" / "checkpoint_1_20.pt").write_bytes(b"new")
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["status"] == "failed" and row["sacrebleu"] == "" and row["bleu"] == ""
+    assert "earlier checkpoints" in row["reason"]
 
 
 def test_a_runs_seed_comes_from_its_records(tmp_path):

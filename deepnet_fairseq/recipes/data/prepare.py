@@ -27,6 +27,7 @@ import time
 from typing import List, Optional, Tuple
 
 from .. import write_atomically, write_json
+from ..records import read_record, write_record
 from .corpus import SPLITS, prepare as prepare_text
 from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many
@@ -35,8 +36,7 @@ from .rawtext import PrepareError, check_aligned, count_lines
 from ..spec.settings import Settings
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
-from ...storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
-                               remove_file)
+from ...storage.fileio import RecordError, append_copy, move, open_no_follow, remove_file
 
 
 def raw_text(cfg: Settings, out: str, say) -> List[str]:
@@ -239,7 +239,7 @@ def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
     started = [p for p in ("raw/.done", "spm.model", "bin/.done")
                if os.path.exists(os.path.join(data, p))]
     try:
-        record = read_json(os.path.join(data, "config.json"))
+        record = read_record(os.path.join(data, "config.json"), "data-config")
     except RecordError as err:
         return str(err) if started else None
     if not started or record is None:
@@ -276,8 +276,8 @@ def prepare(cfg: Settings) -> int:
         problem = prepared_otherwise(cfg, data)
         if problem:
             raise PrepareError(problem)
-        write_json(os.path.join(data, "config.json"),
-                   {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
+        write_record(os.path.join(data, "config.json"), "data-config",
+                     {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
         return _prepare_steps(cfg, where, say)
 
 

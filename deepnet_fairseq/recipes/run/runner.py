@@ -17,7 +17,6 @@ interruption, a corrupt file -- is first replaced by the newest readable update 
 """
 
 import datetime
-import json
 import os
 import shlex
 import signal
@@ -31,14 +30,15 @@ from ...fairseq_log import HEADER, classify, vocab_size
 from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
-from .. import write_atomically, write_json
+from .. import write_atomically
+from ..records import read_record, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, plan_layout, task_args, train_command,
                      train_environment)
 from ..spec.settings import (SettingError, Settings, check_run_entry, resolve, run_label,
                              run_name)
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
-                               overwrite_in_place, read_json, remove_file)
+                               overwrite_in_place, remove_file)
 from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
@@ -62,7 +62,7 @@ def _append(path: str, text: str) -> None:
 def _status(run_dir: str) -> Optional[dict]:
     """The run's status record; None if it has none or it cannot be read (it is rewritten)."""
     try:
-        return read_json(os.path.join(run_dir, "status.json"))
+        return read_record(os.path.join(run_dir, "status.json"), "status")
     except (OSError, RecordError):
         return None
 
@@ -175,7 +175,7 @@ def _mark_failed(run_dir: str, reason: str) -> None:
     overwrite status.json in place (a few hundred bytes fit in the block it already has)."""
     path = os.path.join(run_dir, "status.json")
     status = {**(_status(run_dir) or {}), "status": "failed", "reason": reason}
-    text = json.dumps(status, indent=2, sort_keys=True) + "\n"
+    text = record_text("status", status)
     try:
         write_atomically(path, text)
     except OSError:
@@ -208,12 +208,12 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         repaired = repair_last_checkpoint(os.path.join(run_dir, "checkpoints"))
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
-        write_json(os.path.join(run_dir, "config.json"),
-                   {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                    "layout": {**asdict(layout), "world": layout.world}, "command": command})
+        write_record(os.path.join(run_dir, "config.json"), "run-config",
+                     {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                      "layout": {**asdict(layout), "world": layout.world}, "command": command})
         write_atomically(os.path.join(run_dir, "command.sh"), shlex.join(command) + "\n")
-        write_json(os.path.join(run_dir, "status.json"),
-                   {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
+        write_record(os.path.join(run_dir, "status.json"), "status",
+                     {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
     header = (f"{HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
               f"{_now()}, {socket.gethostname()}: {shlex.join(command)}\n")
     for path in (attempt_log, train_log):
@@ -253,7 +253,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         result = watch.stopped if watch.stopped and not signum else classify(
             handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
             signal.Signals(signum).name if signum else None)
-    write_json(os.path.join(run_dir, "status.json"), {**meta, **result})
+    write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})
     state = result["status"]
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} "
@@ -279,9 +279,9 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
         log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "
                              f"{result}")
         return 0
-    write_json(os.path.join(run_dir, "evaluate.config.json"),
-               {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                "command": command})
+    write_record(os.path.join(run_dir, "evaluate.config.json"), "evaluate-config",
+                 {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                  "command": command})
     log(cfg, "evaluate", f"{name}: average the last {cfg['AVERAGE_LAST']} checkpoints, decode "
                          f"(beam {cfg['BEAM']}, lenpen {cfg['LENPEN']}), score")
     evaluate_log = os.path.join(run_dir, "evaluate.log")
@@ -378,8 +378,9 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
-    write_json(os.path.join(where["WORK"], "sweep.config.json"),
-               {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
+    write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
+                 {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                  "runs": names})
     for (method, n, m, overrides), name, run_cfg in zip(specs, names, run_cfgs):
         label = run_label(method, overrides)
         try:
@@ -388,11 +389,11 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             # stopped before training (a bad setting for this run, a run held elsewhere)
             log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
             if not isinstance(err, Busy) and _status(os.path.join(where["RUNS_DIR"], name)) is None:
-                write_json(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
-                                        "status.json"),
-                           {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
-                            "decoder_layers": int(m), "label": label, "status": "failed",
-                            "reason": f"stopped before training: {err}"})
+                write_record(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
+                                          "status.json"), "status",
+                             {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
+                              "decoder_layers": int(m), "label": label, "status": "failed",
+                              "reason": f"stopped before training: {err}"})
             continue
         if code >= 128:
             log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
