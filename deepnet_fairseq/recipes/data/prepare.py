@@ -33,7 +33,7 @@ from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many
 from ..run.runner import log
 from .rawtext import PrepareError, check_aligned, count_lines
-from ..spec.settings import Settings
+from ..spec.settings import DATA, Settings, affecting, changed
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
 from ...storage.fileio import RecordError, append_copy, move, open_no_follow, remove_file
@@ -223,16 +223,6 @@ def raw_pairs(raw: str) -> List[str]:
                    for path in glob.glob(os.path.join(raw, "train.*-*.*"))})
 
 
-# the settings the prepared data depends on: a data directory holds the data of one value each
-DATA_SETTINGS = ("SOURCE", "LOCAL_DIR", "TRAIN_TEXT", "VALID_TEXT", "TEST_TEXT", "SRC", "TGT",
-                 "LANGS", "VOCAB", "SPM_SENTENCES", "MAX_LEN", "LEN_RATIO", "ENCODING")
-
-
-def data_settings(dataset: str, settings: dict) -> dict:
-    """The dataset and the DATA_SETTINGS values of ``settings`` (name -> value)."""
-    return {"dataset": dataset, **{k: str(settings[k]) for k in DATA_SETTINGS if k in settings}}
-
-
 def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
     """Why DATA, already (partly) prepared, is not the data of these settings (its record,
     ``config.json``, says other data settings), or None."""
@@ -244,15 +234,15 @@ def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
         return str(err) if started else None
     if not started or record is None:
         return None
-    had = data_settings(record.get("dataset", ""), {
-        k: v["value"] for k, v in record.get("settings", {}).items()})
-    wanted = data_settings(cfg.dataset, cfg.values)
-    changed = [f"{k}={had.get(k, '(unset)')} there, {wanted.get(k, '(unset)')} now"
-               for k in sorted(set(had) | set(wanted)) if had.get(k) != wanted.get(k)]
-    if not changed:
+    if record.get("dataset") != cfg.dataset:
+        different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
+    else:
+        different = changed(affecting(DATA), {k: v["value"] for k, v in
+                                              record.get("settings", {}).items()}, cfg.values)
+    if not different:
         return None
-    return (f"{data} holds data prepared with other settings ({'; '.join(changed)}): reusing it "
-            f"would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
+    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): reusing "
+            f"it would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
             f"recipes made it) to prepare it again")
 
 

@@ -35,8 +35,8 @@ from ..records import read_record, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, plan_layout, task_args, train_command,
                      train_environment)
-from ..spec.settings import (SettingError, Settings, check_run_entry, resolve, run_label,
-                             run_name)
+from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
+                             check_run_entry, resolve, run_label, run_name)
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
                                overwrite_in_place, remove_file)
 from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
@@ -151,15 +151,18 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    if os.path.isdir(run_dir) and not is_ours(run_dir):
+        raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
+                           "in it): refusing to write into it. Choose another RUN_NAME, or move "
+                           "the directory away")
+    problem = trained_otherwise(cfg, run_dir)  # before a finished run is reported as this one
+    if problem:
+        raise SettingError(problem)
     status = _status(run_dir)
     if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
 
-    if os.path.isdir(run_dir) and not is_ours(run_dir):
-        raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
-                           "in it): refusing to write into it. Choose another RUN_NAME, or move "
-                           "the directory away")
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}") as lock:
         try:
@@ -168,6 +171,30 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             if layout.is_rank0:
                 _mark_failed(run_dir, describe_os_error(err))
             raise
+
+
+def trained_otherwise(cfg: Settings, run_dir: str) -> Optional[str]:
+    """Why RUN_DIR, trained before, is not a run of these settings: its record (config.json)
+    holds other values of the settings declared to affect what is trained or the data
+    (``affects`` in spec/settings.py). Resuming it, or keeping its result, would mix two
+    trainings under a record of one. None for a new run or the same settings."""
+    path = os.path.join(run_dir, "config.json")
+    try:
+        record = read_record(path, "run-config")
+    except RecordError as err:
+        return str(err)
+    if record is None:
+        return None
+    if record.get("dataset", cfg.dataset) != cfg.dataset:
+        different = [f"dataset {record['dataset']} before, {cfg.dataset} now"]
+    else:
+        different = changed(affecting(TRAINED, DATA), {
+            name: v["value"] for name, v in record.get("settings", {}).items()}, cfg.values)
+    if not different:
+        return None
+    return (f"{cfg['RUN_NAME']} was trained with other settings ({'; '.join(different)}; see "
+            f"{path}): resuming or reusing it would mix two trainings under one record. Train "
+            f"these settings under another RUN_NAME, or move {run_dir} away to train it anew")
 
 
 def _mark_failed(run_dir: str, reason: str) -> None:

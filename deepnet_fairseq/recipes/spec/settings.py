@@ -42,10 +42,19 @@ class Setting:
     # a numeric setting's range: (lowest, highest, whether the lowest itself is allowed),
     # None for no bound; checked once all settings are resolved, before anything is written
     bounds: Optional[Tuple[Optional[float], Optional[float], bool]] = None
+    # what a value changes, so that a record made with another value is never reused: DATA
+    # (the prepared data: prepare redoes or refuses a data directory prepared otherwise) or
+    # TRAINED (what a run trains: a run is not resumed or kept under another value); None for
+    # the rest (where, how fast, how long, how often it logs: a run resumed on another
+    # machine, with another layout or a longer MAX_UPDATE, trains the same model)
+    affects: Optional[str] = None
 
 
-def _s(kind, help, default=None, prefix_only=False, bounds=None):
-    return Setting(kind, help, default, prefix_only, bounds)
+DATA, TRAINED = "data", "trained"
+
+
+def _s(kind, help, default=None, prefix_only=False, bounds=None, affects=None):
+    return Setting(kind, help, default, prefix_only, bounds, affects)
 
 
 AT_LEAST_ONE = (1, None, True)
@@ -62,66 +71,74 @@ SETTINGS: Dict[str, Setting] = {
     "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True),
     "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
     # data
-    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download"),
+    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download", affects=DATA),
     "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]"),
-    "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]"),
-    "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train"),
-    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid"),
-    "LOCAL_TEST": _s("text", "file stem of the test text", "test"),
+    "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]",
+                    affects=DATA),
+    "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train", affects=DATA),
+    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", affects=DATA),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test", affects=DATA),
     "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
                              ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
-                             "/data/train.de and /data/train.en"),
-    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT"),
+                             "/data/train.de and /data/train.en", affects=DATA),
+    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT", affects=DATA),
     "TEST_TEXT": _s("path", "SOURCE=local: the test text (the references of evaluate), as "
-                            "TRAIN_TEXT"),
-    "OPUS_URL": _s("text", "OPUS-100 release archive"),
-    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive"),
-    "SRC": _s("text", "source language"),
-    "TGT": _s("text", "target language"),
-    "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all"),
-    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)"),
-    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)"),
-    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)"),
-    "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE),
-    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE),
-    "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE),
-    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio", bounds=AT_LEAST_ONE),
-    "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8"),
+                            "TRAIN_TEXT", affects=DATA),
+    "OPUS_URL": _s("text", "OPUS-100 release archive", affects=DATA),
+    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive", affects=DATA),
+    "SRC": _s("text", "source language", affects=DATA),
+    "TGT": _s("text", "target language", affects=DATA),
+    "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all",
+                affects=DATA),
+    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)", affects=DATA),
+    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)", affects=DATA),
+    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)", affects=DATA),
+    "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE, affects=DATA),
+    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE,
+                        affects=DATA),
+    "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE,
+                  affects=DATA),
+    "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio", bounds=AT_LEAST_ONE,
+                    affects=DATA),
+    "ENCODING": _s("text", "encoding of the raw text (prepare reads it strictly)", "utf-8",
+                   affects=DATA),
     "WORKERS": _s("int", "processes of prepare's parallel stages: cleaning and encoding (a "
                          "file each), fairseq-preprocess (pairs at once x --workers) [every "
                          "core this process may use]", bounds=AT_LEAST_ONE),
     # the run
-    "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet"),
+    "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet", affects=TRAINED),
     "LAYERS": _s("int", "layers per side", "6", bounds=AT_LEAST_ONE),
-    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE),
-    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE),
+    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE, affects=TRAINED),
+    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE, affects=TRAINED),
     "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]"),
     "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]"),
     "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
     "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
-    "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True)),  # numpy's: 32-bit
+    "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True),
+               affects=TRAINED),  # numpy's: 32-bit
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100", bounds=AT_LEAST_ONE),
     # sampling divides the logits by it: 1e-300 gives inf
     "TEMPERATURE": _s("float", "multilingual datasets: sampling temperature over pairs",
-                      bounds=(1e-3, None, True)),
+                      bounds=(1e-3, None, True), affects=TRAINED),
     # model width
-    "EMBED_DIM": _s("int", "model width", bounds=AT_LEAST_ONE),
-    "FFN_DIM": _s("int", "feed-forward width", bounds=AT_LEAST_ONE),
-    "HEADS": _s("int", "attention heads", bounds=AT_LEAST_ONE),
+    "EMBED_DIM": _s("int", "model width", bounds=AT_LEAST_ONE, affects=TRAINED),
+    "FFN_DIM": _s("int", "feed-forward width", bounds=AT_LEAST_ONE, affects=TRAINED),
+    "HEADS": _s("int", "attention heads", bounds=AT_LEAST_ONE, affects=TRAINED),
     # optimisation
-    "LR": _s("float", "peak learning rate", bounds=(0, None, False)),
+    "LR": _s("float", "peak learning rate", bounds=(0, None, False), affects=TRAINED),
     # fairseq's inverse_sqrt schedule divides by the warmup
-    "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE),
+    "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE, affects=TRAINED),
     "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup",
-                         bounds=(0, None, True)),
-    "ADAM_BETAS": _s("betas", "Adam betas, as (0.9, 0.98)"),
-    "CLIP_NORM": _s("float", "gradient clipping (0 = none)", bounds=(0, None, True)),
-    "WEIGHT_DECAY": _s("float", "weight decay", bounds=(0, None, True)),
-    "DROPOUT": _s("float", "dropout", bounds=(0, 1, True)),
-    "LABEL_SMOOTHING": _s("float", "label smoothing", bounds=(0, 1, True)),
+                         bounds=(0, None, True), affects=TRAINED),
+    "ADAM_BETAS": _s("betas", "Adam betas, as (0.9, 0.98)", affects=TRAINED),
+    "CLIP_NORM": _s("float", "gradient clipping (0 = none)", bounds=(0, None, True),
+                    affects=TRAINED),
+    "WEIGHT_DECAY": _s("float", "weight decay", bounds=(0, None, True), affects=TRAINED),
+    "DROPOUT": _s("float", "dropout", bounds=(0, 1, True), affects=TRAINED),
+    "LABEL_SMOOTHING": _s("float", "label smoothing", bounds=(0, 1, True), affects=TRAINED),
     "TOKENS_PER_UPDATE": _s("int", "effective batch in tokens, kept by --update-freq",
-                            bounds=AT_LEAST_ONE),
+                            bounds=AT_LEAST_ONE, affects=TRAINED),
     "MAX_UPDATE": _s("int", "updates per run (0 = MAX_EPOCH decides)"),
     "MAX_EPOCH": _s("int", "epochs per run (0 = MAX_UPDATE decides)"),
     "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates", bounds=AT_LEAST_ONE),
@@ -129,10 +146,10 @@ SETTINGS: Dict[str, Setting] = {
     "TRAIN_ARGS": _s("text", "more fairseq-train options, appended last (split as a shell "
                              "would), e.g. --no-save-optimizer-state; an option the recipe "
                              "sets (--arch, --lr, --save-dir, ...) is refused, naming the "
-                             "setting to use"),
+                             "setting to use", affects=TRAINED),
     # machine
     "MAX_TOKENS": _s("int", "tokens per process per step", bounds=AT_LEAST_ONE),
-    "PRECISION": _s("fp16|bf16|fp32", "training precision"),
+    "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
     "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows",
                             bounds=AT_LEAST_ONE),
@@ -227,6 +244,27 @@ def typed(name: str, text: str):
     if kind == "ints":
         return tuple(int(n) for n in text.split())
     return text
+
+
+def affecting(*what: str) -> Tuple[str, ...]:
+    """The settings declared to affect WHAT (``DATA``, ``TRAINED``): read from the
+    declarations, so that a new setting is compared once it is tagged there."""
+    return tuple(name for name, setting in SETTINGS.items() if setting.affects in what)
+
+
+def changed(names, before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
+    """``NAME=<before> before, <now> now`` for each of NAMES whose value differs, compared as
+    its kind reads it (LR 1e-3 is 0.001); an unset one is ``(unset)``."""
+    def value(values, name):
+        if name not in values:
+            return None
+        try:
+            return typed(name, str(values[name]))
+        except ValueError:  # a record edited by hand: its text
+            return str(values[name])
+
+    return [f"{name}={before.get(name, '(unset)')} before, {now.get(name, '(unset)')} now"
+            for name in names if value(before, name) != value(now, name)]
 
 
 @dataclass
