@@ -372,6 +372,40 @@ def test_train_refuses_a_run_trained_with_another_lr(tmp_path, monkeypatch, caps
                                                  LOG_INTERVAL="7"), run_dir) is None
 
 
+def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monkeypatch):
+    """The runner takes the run's lock before it writes evaluate.config.json or starts
+    evaluate.log, and passes it on to the evaluation: a second evaluation of the run while the
+    first decodes is refused (Busy), the first's log and record intact."""
+    from deepnet_fairseq.recipes.evaluation import evaluate
+
+    cfg = _prepare_cfg(tmp_path / "work")
+    env = {"DEEPNET_WORK": str(tmp_path / "work"), **BASE}
+    run_dir = workdir.make_dirs(runner.paths(cfg)["RUN_DIR"])
+    write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
+    seen = {}
+
+    def first(command, env, logs, echo, pass_fds=()):
+        fd = command[command.index("--lock-fd") + 1]
+        assert pass_fds == (int(fd),) and evaluate._holds_lock(int(fd), run_dir)
+        with open(logs[0], "a") as out:
+            out.write("the first evaluation decodes\n")
+        records = {n: open(os.path.join(run_dir, n)).read()
+                   for n in ("evaluate.log", "evaluate.config.json")}
+        with pytest.raises(workdir.Busy, match="in use by pid"):
+            runner.evaluate(cfg, env)
+        seen["kept"] = records == {n: open(os.path.join(run_dir, n)).read() for n in records}
+        # a lock file opened anew is not the one held: an evaluation handed it is refused
+        other = os.open(os.path.join(run_dir, workdir.LOCK), os.O_RDONLY)
+        seen["other refused"] = not evaluate._holds_lock(other, run_dir)
+        os.close(other)
+        return 0, None
+
+    monkeypatch.setattr(runner, "run_forwarding", first)
+    assert runner.evaluate(cfg, env) == 0
+    assert seen == {"kept": True, "other refused": True}
+    assert open(os.path.join(run_dir, "evaluate.log")).read() == "the first evaluation decodes\n"
+
+
 def test_one_prepare_per_data_directory(tmp_path):
     from deepnet_fairseq.recipes.data import prepare
 

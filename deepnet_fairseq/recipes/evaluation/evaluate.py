@@ -43,7 +43,7 @@ from ..run import runlog
 from ..records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
-from ...storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
+from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
 from ...storage.fileio import RecordError, remove_file
 
 
@@ -322,11 +322,25 @@ def main(argv=None) -> None:
     parser.add_argument("--multilingual", action="store_true",
                         help="the data set is multilingual (its declaration says): the "
                              "dictionaries' sizes are fairseq's to check")
+    parser.add_argument("--lock-fd", type=int,
+                        help="a descriptor of RUN/.lock that the caller (the recipes' runner) "
+                             "holds and passed on: the evaluation is then under its lock")
     parser.add_argument("generate_args", nargs=argparse.REMAINDER,
                         help="after --: DATA_BIN and fairseq-generate options (no --path)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     generate_args = args.generate_args[1:] if args.generate_args[:1] == ["--"] else args.generate_args
+    if args.lock_fd is not None:
+        if not _holds_lock(args.lock_fd, args.run_dir):
+            parser.error(f"--lock-fd {args.lock_fd} is not a lock on {args.run_dir}/{LOCK} "
+                         "passed on by its holder")
+        # what is evaluated does not depend on who holds the lock (purpose.json)
+        end = argv.index("--") if "--" in argv else len(argv)
+        mine = [i for i, a in enumerate(argv[:end]) if a == "--lock-fd"] or [-2]
+        _evaluate(parser, args, [a for i, a in enumerate(argv) if i not in (mine[0], mine[0] + 1)
+                                 and not (i < end and a.startswith("--lock-fd="))],
+                  generate_args)
+        return
     try:
         # one process at a time in a run directory: not while it trains (checkpoints changing
         # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock)
@@ -334,6 +348,19 @@ def main(argv=None) -> None:
             _evaluate(parser, args, argv, generate_args)
     except Busy as err:
         parser.exit(1, f"error: {err}\n")
+
+
+def _holds_lock(fd: int, run_dir: str) -> bool:
+    """Whether descriptor FD is RUN_DIR's lock file, locked by this process or the one that
+    passed it on (flock on the same open file succeeds; any other holder makes it fail)."""
+    import fcntl
+
+    try:
+        same = os.path.samestat(os.fstat(fd), os.stat(os.path.join(run_dir, LOCK)))
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return same
 
 
 def _evaluate(parser, args, argv, generate_args) -> None:

@@ -299,8 +299,18 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
+    # the run's lock before anything is written: a second evaluation (or a training) is
+    # refused here, with the first one's records and log untouched; the evaluation inherits it
+    with RunLock(run_dir) as lock:
+        return _evaluate_locked(cfg, env, command, lock)
+
+
+def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
+                     lock: RunLock) -> int:
+    """``evaluate`` of a run whose directory this process holds."""
     from ..evaluation.evaluate import up_to_date
 
+    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
     result = os.path.join(run_dir, "eval", "eval.json")
     if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
         log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "
@@ -320,7 +330,8 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
         elif "sacreBLEU" in line:
             print(line.rstrip(), file=sys.stderr, flush=True)
 
-    code, signum = run_forwarding(command, env, [evaluate_log], echo)
+    held = [*command[:3], "--lock-fd", str(lock.fd), *command[3:]]
+    code, signum = run_forwarding(held, env, [evaluate_log], echo, pass_fds=(lock.fd,))
     if signum:
         return 128 + signum
     if code != 0:
@@ -428,7 +439,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         if code == 0:
             try:
                 code = evaluate(run_cfg, env)
-            except SettingError as err:
+            except (SettingError, Busy) as err:  # Busy: another process holds the run
                 log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
                 continue
             if code >= 128:
