@@ -200,11 +200,13 @@ def test_training_progress_line_has_update_validation_and_eta():
     from deepnet_fairseq.recipes.run.runlog import Progress
 
     progress = Progress(total=1000)
-    progress.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    progress.feed("2026-01-01 10:00:00 | INFO | "
+                  "train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
     progress.first = (25, progress.first[1] - 10.0)  # 10 s ago
-    progress.feed("| train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
-    progress.feed("| valid | epoch 001 | valid on 'valid' subset | loss 7.25 | nll_loss 7.0 | "
-                  "num_updates 50")
+    progress.feed("2026-01-01 10:00:00 | INFO | "
+                  "train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
+    progress.feed("2026-01-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | "
+                  "loss 7.25 | nll_loss 7.0 | num_updates 50")
     line = progress.line()
     assert line.startswith("update 50/1000 (5%)")
     # the nll (fairseq's nll_loss), not the label-smoothed loss: docs/findings.md's figure
@@ -213,7 +215,8 @@ def test_training_progress_line_has_update_validation_and_eta():
     eta = int(line.split("ETA ")[1].split(" min")[0])
     assert 5 <= eta <= 7
     epochs = Progress(total=0)  # an epoch limit decides: no fraction, no ETA
-    epochs.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    epochs.feed("2026-01-01 10:00:00 | INFO | "
+                "train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
     assert epochs.line().startswith("update 25, no validation yet") and "ETA" not in epochs.line()
 
 
