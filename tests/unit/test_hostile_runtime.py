@@ -4,6 +4,7 @@ corpus cases are in test_hostile_checkpoints.py and test_hostile_data.py."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -407,6 +408,35 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
     assert runner.evaluate(cfg, env) == 0
     assert seen == {"kept": True, "other refused": True}
     assert open(os.path.join(run_dir, "evaluate.log")).read() == "the first evaluation decodes\n"
+
+
+@pytest.mark.parametrize("dataset,env,why", [
+    ("wmt17", {}, "needs LOCAL_DIR"),
+    ("wmt17", {"LOCAL_DIR": "{tmp}/nowhere"}, "needs LOCAL_DIR"),
+    ("wmt17", {"LOCAL_DIR": "{tmp}/text"}, "train.en[.gz] not found"),
+    ("wmt17", {"TRAIN_TEXT": "{tmp}/text/none", "VALID_TEXT": "{tmp}/text/valid",
+               "TEST_TEXT": "{tmp}/text/test"}, "none.en[.gz] not found"),
+    ("parallel", {"SRC": "de", "TGT": "en", "TRAIN_TEXT": "{tmp}/text/valid",
+                  "VALID_TEXT": "{tmp}/text/valid", "TEST_TEXT": "{tmp}/text/gone"},
+     "gone.de[.gz] not found"),
+    ("opus100", {"LANGS": "de"}, "needs LOCAL_DIR"),
+])
+def test_missing_local_text_is_refused_before_prepare_creates_anything(tmp_path, dataset, env,
+                                                                       why):
+    from deepnet_fairseq.recipes.data import prepare
+    from deepnet_fairseq.recipes.data.rawtext import PrepareError
+
+    (tmp_path / "text").mkdir()
+    for split in ("valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / "text" / f"{split}.{lang}").write_text("a line\n")
+    work = tmp_path / "work"
+    cfg = resolve(dataset, {"DEEPNET_WORK": str(work), "SIZE": "smoke", "DEVICE": "cpu",
+                            "SOURCE": "local", **{k: v.format(tmp=tmp_path)
+                                                  for k, v in env.items()}}, REPO)
+    with pytest.raises(PrepareError, match=re.escape(why)):
+        prepare.prepare(cfg)
+    assert not work.exists()
 
 
 def test_one_prepare_per_data_directory(tmp_path):

@@ -32,7 +32,7 @@ from .corpus import SPLITS, prepare as prepare_text
 from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many
 from ..run.runner import log
-from .rawtext import PrepareError, check_aligned, count_lines
+from .rawtext import PrepareError, check_aligned, check_inputs, count_lines
 from ..spec.settings import DATA, Settings, affecting, changed
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
@@ -254,6 +254,8 @@ def prepare(cfg: Settings) -> int:
 
     where = paths(cfg)
     data = where["DATA_DIR"]
+    if not os.path.isfile(os.path.join(where["RAW"], ".done")):  # raw text still to be read
+        check_inputs(cfg)  # before anything is created: a missing input leaves nothing behind
     for tool in ("fairseq-preprocess",):
         if shutil.which(tool) is None:
             raise PrepareError(f"{tool} not found on PATH; run: bash scripts/install.sh")
