@@ -31,9 +31,10 @@ the spread as an error bar. ``results.csv`` keeps one row per run, with its seed
 The table's BLEU is the paper's metric: tokenized BLEU with compound splitting for WMT-17,
 detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14. A WMT-17-recipe run
 evaluated without tokenized BLEU (``TOKENIZED_BLEU=0``: the quickstart's sizes) gets it here,
-from its decoded test set (``eval/S-T/generate-test.txt``) and the references its evaluation
-read (``evaluate.config.json``), by the evaluation's own scorer; where those are gone its cell
-says that it was not scored.
+from its decoded test set (``eval/S-T/generate-test.txt``) and the reference file its
+evaluation scored against (``eval.json`` records it), by the evaluation's own scorer; where
+those are gone, or an older ``eval.json`` does not name it, its cell says that it was not
+scored. An ``eval/`` of other checkpoints than the run holds is not the run's score.
 
 The losses are fairseq's, in bits: ``last_valid_loss`` the criterion's (label-smoothed),
 ``last_valid_nll`` the references' cross-entropy (the progress line's and docs/findings.md's
