@@ -25,21 +25,39 @@ import math
 import re
 from typing import Dict, Optional
 
-# fairseq's own reports of non-finite numbers, matched only where fairseq writes them: the
-# exception line of its traceback (FloatingPointError: gradients are Nan/Inf, Minimum loss scale
-# reached; torchrun prefixes a worker's lines with [rankN]:) and its progress records. Not
-# anywhere in a line: the attempt header (HEADER) and fairseq's dump of its options hold the
-# command, whose paths, run name and TRAIN_ARGS may contain any of these words.
-_DIVERGED = re.compile(r"^(?:\[\w+\]:\s*)?FloatingPointError\b"
-                       r"|(?:^|\| )(?:train_inner|train|valid) \|.*\bloss[= ](?:nan|inf|-inf)\b",
-                       re.IGNORECASE)
+# fairseq's own lines, anchored on its logger's format, never matched anywhere in a line.
+# fairseq-train logs "%(asctime)s | %(levelname)s | %(name)s | %(message)s", asctime as
+# 2026-11-25 10:00:00 (evaluate.py's own logging adds ",123"); under fairseq_train_compat,
+# where logging is configured before fairseq_cli's basicConfig, Python's default
+# "%(levelname)s:%(name)s:%(message)s"; torchrun may prefix a worker's lines with "[rank0]:".
+# The progress records (--log-format simple, which the recipes set) are logged under their
+# tag's name: train_inner, train, valid. The attempt header (HEADER) and fairseq's dump of its
+# options (one line of the logger fairseq_cli.train, a Python repr, so a newline in a value
+# stays "\n") hold the command, whose paths, run name and TRAIN_ARGS may hold any of these
+# words: none of that can open a line of this shape. Every pattern is compiled MULTILINE, to
+# search one line or find all in a whole log.
+_RANK = r"^(?:\[\w+\]:\s*)?"
+
+
+def _record(tags: str) -> str:
+    """The start of a line of fairseq's logger named one of TAGS (a regex alternation)."""
+    return (_RANK + r"(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)? \| [A-Z]+ \| (?:" + tags
+            + r") \| |[A-Z]+:(?:" + tags + r"):)")
+
+
+_PROGRESS = _record("train_inner|train|valid")
+_VALID = _record("valid") + r"[^\n]*?valid on '\S+' subset \| "
+# non-finite numbers: the exception line of fairseq's traceback (FloatingPointError: gradients
+# are Nan/Inf, Minimum loss scale reached) and a progress record's loss
+_DIVERGED = re.compile(_RANK + r"FloatingPointError\b|" + _PROGRESS
+                       + r"[^\n]*\bloss[= ](?:nan|inf|-inf)\b", re.IGNORECASE | re.MULTILINE)
 HEADER = "==== attempt "
 """How the runner's own lines in a training log start (never read as fairseq's output)."""
-VALID_LOSS = re.compile(r"valid on '\S+' subset \| loss (\S+)")  # fairseq's valid line, any log format
-VALID_NLL = re.compile(r"valid on '\S+' subset \|.*?\| nll_loss (\S+)")
-UPDATES = re.compile(r"num_updates[= ](\d+)")
+VALID_LOSS = re.compile(_VALID + r"loss (\S+)", re.MULTILINE)
+VALID_NLL = re.compile(_VALID + r"[^\n]*?\| nll_loss (\S+)", re.MULTILINE)
+UPDATES = re.compile(_PROGRESS + r"[^\n]*?\bnum_updates[= ](\d+)", re.MULTILINE)
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
-TRAIN_LOSS = re.compile(r"\| train_inner \|.*?\bloss=([^,\s]+)")  # --log-format simple
+TRAIN_LOSS = re.compile(_record("train_inner") + r"[^\n]*?\bloss=([^,\s]+)", re.MULTILINE)
 STALLED_MARGIN = 0.5  # bits below the source-blind baseline a trained run's nll must reach
 
 

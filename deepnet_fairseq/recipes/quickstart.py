@@ -26,7 +26,7 @@ MAX_UPDATE=2000 RETRY=1 trains a finished run further on the same schedule:
 """
 
 import argparse
-import json
+from .records import read_record
 import os
 import shutil
 import signal
@@ -88,8 +88,8 @@ def show_result(cfg: Settings) -> Dict:
 
     where = paths(cfg)
     pair = f"{cfg['SRC']}-{cfg['TGT']}"
-    with open(os.path.join(where["RUN_DIR"], "eval", "eval.json"), encoding="utf-8") as handle:
-        result = json.load(handle)["directions"][pair]
+    result = read_record(os.path.join(where["RUN_DIR"], "eval", "eval.json"),
+                         "eval")["directions"][pair]
     hyps = hypotheses(os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt"))
     sides = []
     for lang in (cfg["SRC"], cfg["TGT"]):

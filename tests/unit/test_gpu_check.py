@@ -150,9 +150,12 @@ def test_healthy_fp16_run_passes_with_its_figures():
     assert (f["overflows"], f["longest_overflow_run"], f["loss_scale"]) == (3, 2, 16)
 
 
+VALID_PREFIX = "\n2026-01-01 10:00:20 | INFO | valid | epoch 001 | valid on 'valid' subset"
+
+
 def test_bf16_run_has_no_overflow_figures_and_no_memory_on_cpu():
     text = "\n".join(inner(u, 10.0 - u) for u in range(1, 9)) + (
-        "\n... | valid on 'valid' subset | loss 3.0 | num_updates 8")
+        VALID_PREFIX + " | loss 3.0 | num_updates 8")
     result = judge(text, precision="bf16")
     assert result["status"] == "pass", result["reason"]
     assert "overflows" not in result["figures"] and result["figures"]["peak_gb"] is None
@@ -162,7 +165,7 @@ def test_loss_that_does_not_go_down_fails():
     # 8 updates, start (9 + 9) / 2 = 9, end (8.5 + 8.3) / 2 = 8.4: 6.7% lower, 10% needed
     losses = [9.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5, 8.3]
     text = "\n".join(inner(u, x) for u, x in enumerate(losses, 1)) + (
-        "\n... | valid on 'valid' subset | loss 8.0 | num_updates 8")
+        VALID_PREFIX + " | loss 8.0 | num_updates 8")
     result = judge(text, precision="bf16")
     assert result["status"] == "fail"
     assert "the loss did not go down: 9.000 at the start, 8.400 at the end" in result["reason"]
@@ -174,7 +177,7 @@ def test_five_overflows_in_a_row_are_a_cascade_and_four_are_not():
         lines = [inner(1, 12.0, scale=128)]
         lines += [overflow(128 / 2 ** k) for k in range(1, run + 1)]
         lines += [inner(u, 12.0 - u, scale=128 / 2 ** run) for u in range(2, 9)]
-        return "\n".join(lines) + "\n... | valid on 'valid' subset | loss 5.0 | num_updates 8"
+        return "\n".join(lines) + VALID_PREFIX + " | loss 5.0 | num_updates 8"
 
     four, five = judge(log(4)), judge(log(5))
     assert four["status"] == "pass" and four["figures"]["longest_overflow_run"] == 4

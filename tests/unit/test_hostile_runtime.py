@@ -4,6 +4,7 @@ corpus cases are in test_hostile_checkpoints.py and test_hostile_data.py."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -14,7 +15,9 @@ import pytest
 from deepnet_fairseq.recipes import __main__ as recipes_cli, quickstart
 from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.storage import directories as workdir, fileio
-from deepnet_fairseq.recipes.spec.settings import SettingError, resolve
+from deepnet_fairseq.recipes.records import write_record
+from deepnet_fairseq.recipes.spec.settings import (DATA, SETTINGS, TRAINED, SettingError, affecting,
+                                                   resolve)
 from support import REPO
 
 
@@ -198,11 +201,13 @@ def test_training_progress_line_has_update_validation_and_eta():
     from deepnet_fairseq.recipes.run.runlog import Progress
 
     progress = Progress(total=1000)
-    progress.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    progress.feed("2026-01-01 10:00:00 | INFO | "
+                  "train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
     progress.first = (25, progress.first[1] - 10.0)  # 10 s ago
-    progress.feed("| train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
-    progress.feed("| valid | epoch 001 | valid on 'valid' subset | loss 7.25 | nll_loss 7.0 | "
-                  "num_updates 50")
+    progress.feed("2026-01-01 10:00:00 | INFO | "
+                  "train_inner | epoch 001:  50 / 200 loss=8.0, num_updates=50, lr=2e-4")
+    progress.feed("2026-01-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | "
+                  "loss 7.25 | nll_loss 7.0 | num_updates 50")
     line = progress.line()
     assert line.startswith("update 50/1000 (5%)")
     # the nll (fairseq's nll_loss), not the label-smoothed loss: docs/findings.md's figure
@@ -211,7 +216,8 @@ def test_training_progress_line_has_update_validation_and_eta():
     eta = int(line.split("ETA ")[1].split(" min")[0])
     assert 5 <= eta <= 7
     epochs = Progress(total=0)  # an epoch limit decides: no fraction, no ETA
-    epochs.feed("| train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
+    epochs.feed("2026-01-01 10:00:00 | INFO | "
+                "train_inner | epoch 001:  25 / 200 loss=9.1, num_updates=25, lr=1e-4")
     assert epochs.line().startswith("update 25, no validation yet") and "ETA" not in epochs.line()
 
 
@@ -259,17 +265,178 @@ def test_data_prepared_with_other_settings_is_refused_not_reused(tmp_path):
     work = tmp_path / "work"
     data = workdir.make_dirs(str(work / "data"))
     first = _prepare_cfg(work, VOCAB="500")
-    fileio.write_json(os.path.join(data, "config.json"),
-                      {"step": "prepare", "dataset": "wmt17", "settings": first.as_json()})
+    write_record(os.path.join(data, "config.json"), "data-config",
+                 {"step": "prepare", "dataset": "wmt17", "settings": first.as_json()})
     assert prepare.prepared_otherwise(first, data) is None  # nothing prepared yet
     workdir.make_dirs(os.path.join(data, "raw"))
     open(os.path.join(data, "raw", ".done"), "w").close()
     assert prepare.prepared_otherwise(first, data) is None
     before = sorted(os.listdir(data))
-    with pytest.raises(prepare.PrepareError, match="VOCAB=500 there, 600 now"):
+    with pytest.raises(prepare.PrepareError, match="VOCAB=500 before, 600 now"):
         prepare.prepare(_prepare_cfg(work, VOCAB="600"))
     assert sorted(set(os.listdir(data)) - {".prepare.lock"}) == before  # the lock: nothing else
     assert json.load(open(os.path.join(data, "config.json")))["settings"]["VOCAB"]["value"] == "500"
+
+
+def _other_value(name, value):
+    """A value of setting NAME other than VALUE (text only: the record is compared, not
+    checked)."""
+    other = {"int": "12345", "float": "0.125", "ints": "7 9"}.get(SETTINGS[name].kind, "other")
+    return other if other != value else "1"
+
+
+@pytest.mark.parametrize("name", affecting(DATA))
+def test_every_data_setting_changed_is_refused_by_prepare(tmp_path, name):
+    """Every setting declared to affect the data (TRAIN_LINES=2000, then 0 ...), changed, and
+    prepare refuses the data directory prepared with the other value, naming it."""
+    from deepnet_fairseq.recipes.data import prepare
+
+    work = tmp_path / "work"
+    data = workdir.make_dirs(str(work / "data"))
+    cfg = _prepare_cfg(work)
+    settings = cfg.as_json()
+    settings[name] = {"value": _other_value(name, cfg.get(name)), "from": "an earlier run"}
+    write_record(os.path.join(data, "config.json"), "data-config",
+                 {"step": "prepare", "dataset": "wmt17", "settings": settings})
+    workdir.make_dirs(os.path.join(data, "raw"))
+    open(os.path.join(data, "raw", ".done"), "w").close()
+    assert f"{name}={settings[name]['value']} before" in prepare.prepared_otherwise(cfg, data)
+
+
+def test_what_prepare_reads_is_declared_to_affect_the_data():
+    """Every setting the data steps read (prepare, raw text, cleaning, the datasets'
+    declarations) is tagged affects=DATA, but those that change where or how fast, not what:
+    so a new data setting is recorded and compared once it is read."""
+    import ast
+    import glob
+
+    not_data = {"WORKERS": "the same bytes with any number (test_prepare.py compares them)",
+                "DOWNLOAD_DIR": "where the verified archives are kept"}
+    read = set()
+    for path in glob.glob(os.path.join(REPO, "deepnet_fairseq", "recipes", "data", "*.py")) + \
+            glob.glob(os.path.join(REPO, "deepnet_fairseq", "recipes", "datasets", "*.py")):
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            name = None  # a setting read: cfg["NAME"], cfg.int("NAME"), cfg.get("NAME") ...
+            if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "cfg":
+                name = node.slice
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and getattr(node.func.value, "id", "") == "cfg" and node.args \
+                    and node.func.attr in ("get", "int", "float", "flag", "words", "ints"):
+                name = node.args[0]
+            if isinstance(name, ast.Constant) and name.value in SETTINGS:
+                read.add(name.value)
+    # split_limits reads LOCAL_<SPLIT> and <SPLIT>_LINES through f-strings
+    read |= {f"LOCAL_{s}" for s in ("TRAIN", "VALID", "TEST")} | {
+        f"{s}_LINES" for s in ("TRAIN", "VALID", "TEST")}
+    assert "VOCAB" in read and "SOURCE" in read  # the scan sees them
+    assert read - set(affecting(DATA)) - set(not_data) == set()
+
+
+def _run_record(run_dir, cfg, name=None, value=None):
+    settings = cfg.as_json()
+    if name:
+        settings[name] = {"value": value, "from": "an earlier launch"}
+    write_record(os.path.join(run_dir, "config.json"), "run-config",
+                 {"step": "train", "dataset": "wmt17", "settings": settings})
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_a_run_is_resumed_only_with_the_settings_it_trained_with(tmp_path, name):
+    """Every setting declared to affect what is trained or the data, changed, makes a run
+    trained before refused (named, both values); the others (log interval, layout, length:
+    a longer MAX_UPDATE trains further on the same schedule) may change."""
+    work = prepared_work(tmp_path)
+    cfg = _prepare_cfg(work, LAYERS="1")
+    run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
+    _run_record(run_dir, cfg)
+    assert runner.trained_otherwise(cfg, run_dir) is None
+    other = _other_value(name, cfg.get(name))
+    _run_record(run_dir, cfg, name, other)
+    problem = runner.trained_otherwise(cfg, run_dir)
+    if SETTINGS[name].affects in (DATA, TRAINED):
+        assert f"{name}={other} before, {cfg.get(name, '(unset)')} now" in problem
+        assert "another RUN_NAME" in problem
+    else:
+        assert problem is None
+
+
+def test_train_refuses_a_run_trained_with_another_lr(tmp_path, monkeypatch, capsys):
+    """LR=1e-3, interrupted, then LR=2e-3: refused before anything is written, the record
+    still 1e-3; the same rate written otherwise (0.001) is the same setting."""
+    work = prepared_work(tmp_path)
+    run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
+    _run_record(run_dir, _prepare_cfg(work, LAYERS="1", LR="1e-3"))
+    write_record(os.path.join(run_dir, "status.json"), "status", {"status": "interrupted"})
+    before = {n: open(os.path.join(run_dir, n)).read() for n in ("config.json", "status.json")}
+    code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1",
+                                            "LR": "2e-3"})
+    assert code == 2 and "LR=1e-3 before, 2e-3 now" in err.splitlines()[-1]
+    assert {n: open(os.path.join(run_dir, n)).read() for n in before} == before
+    assert runner.trained_otherwise(_prepare_cfg(work, LAYERS="1", LR="0.001",
+                                                 LOG_INTERVAL="7"), run_dir) is None
+
+
+def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monkeypatch):
+    """The runner takes the run's lock before it writes evaluate.config.json or starts
+    evaluate.log, and passes it on to the evaluation: a second evaluation of the run while the
+    first decodes is refused (Busy), the first's log and record intact."""
+    from deepnet_fairseq.recipes.evaluation import evaluate
+
+    cfg = _prepare_cfg(tmp_path / "work")
+    env = {"DEEPNET_WORK": str(tmp_path / "work"), **BASE}
+    run_dir = workdir.make_dirs(runner.paths(cfg)["RUN_DIR"])
+    write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
+    seen = {}
+
+    def first(command, env, logs, echo, pass_fds=()):
+        fd = command[command.index("--lock-fd") + 1]
+        assert pass_fds == (int(fd),) and evaluate._holds_lock(int(fd), run_dir)
+        with open(logs[0], "a") as out:
+            out.write("the first evaluation decodes\n")
+        records = {n: open(os.path.join(run_dir, n)).read()
+                   for n in ("evaluate.log", "evaluate.config.json")}
+        with pytest.raises(workdir.Busy, match="in use by pid"):
+            runner.evaluate(cfg, env)
+        seen["kept"] = records == {n: open(os.path.join(run_dir, n)).read() for n in records}
+        # a lock file opened anew is not the one held: an evaluation handed it is refused
+        other = os.open(os.path.join(run_dir, workdir.LOCK), os.O_RDONLY)
+        seen["other refused"] = not evaluate._holds_lock(other, run_dir)
+        os.close(other)
+        return 0, None
+
+    monkeypatch.setattr(runner, "run_forwarding", first)
+    assert runner.evaluate(cfg, env) == 0
+    assert seen == {"kept": True, "other refused": True}
+    assert open(os.path.join(run_dir, "evaluate.log")).read() == "the first evaluation decodes\n"
+
+
+@pytest.mark.parametrize("dataset,env,why", [
+    ("wmt17", {}, "needs LOCAL_DIR"),
+    ("wmt17", {"LOCAL_DIR": "{tmp}/nowhere"}, "needs LOCAL_DIR"),
+    ("wmt17", {"LOCAL_DIR": "{tmp}/text"}, "train.en[.gz] not found"),
+    ("wmt17", {"TRAIN_TEXT": "{tmp}/text/none", "VALID_TEXT": "{tmp}/text/valid",
+               "TEST_TEXT": "{tmp}/text/test"}, "none.en[.gz] not found"),
+    ("parallel", {"SRC": "de", "TGT": "en", "TRAIN_TEXT": "{tmp}/text/valid",
+                  "VALID_TEXT": "{tmp}/text/valid", "TEST_TEXT": "{tmp}/text/gone"},
+     "gone.de[.gz] not found"),
+    ("opus100", {"LANGS": "de"}, "needs LOCAL_DIR"),
+])
+def test_missing_local_text_is_refused_before_prepare_creates_anything(tmp_path, dataset, env,
+                                                                       why):
+    from deepnet_fairseq.recipes.data import prepare
+    from deepnet_fairseq.recipes.data.rawtext import PrepareError
+
+    (tmp_path / "text").mkdir()
+    for split in ("valid", "test"):
+        for lang in ("en", "de"):
+            (tmp_path / "text" / f"{split}.{lang}").write_text("a line\n")
+    work = tmp_path / "work"
+    cfg = resolve(dataset, {"DEEPNET_WORK": str(work), "SIZE": "smoke", "DEVICE": "cpu",
+                            "SOURCE": "local", **{k: v.format(tmp=tmp_path)
+                                                  for k, v in env.items()}}, REPO)
+    with pytest.raises(PrepareError, match=re.escape(why)):
+        prepare.prepare(cfg)
+    assert not work.exists()
 
 
 def test_one_prepare_per_data_directory(tmp_path):

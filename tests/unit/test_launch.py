@@ -410,7 +410,8 @@ def test_only_directories_the_recipes_created_are_deleted(tmp_path):
 
 # ---- statuses, live logs and signals --------------------------------------------------------
 
-VALID = "x | valid on 'valid' subset | loss 6.5 | nll_loss 3 | num_updates 20\n"
+VALID = ("2026-01-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 6.5 | "
+         "nll_loss 3 | num_updates 20\n")
 
 
 def test_a_signalled_run_is_interrupted_not_failed():
@@ -483,7 +484,8 @@ def test_a_methods_declared_training_settings_reach_its_command():
 
 
 def valid_line(update, loss):
-    return f"| valid | epoch 001 | valid on 'valid' subset | loss {loss} | nll_loss 1 | num_updates {update}"
+    return (f"2026-01-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | "
+            f"loss {loss} | nll_loss 1 | num_updates {update}")
 
 
 def test_divergence_watch_stops_after_patience_validations_past_the_warmup():

@@ -136,6 +136,7 @@ def test_an_evaluation_reports_its_decoding(toy_data, tiny_checkpoint, tmp_path,
 
 
 def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
+    from deepnet_fairseq.recipes.records import write_record
     from deepnet_fairseq.recipes.run import runner
     from deepnet_fairseq.recipes.spec import settings
     from support import REPO
@@ -144,7 +145,7 @@ def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
     cfg = settings.resolve("wmt17", env, REPO)
     run_dir = runner.paths(cfg)["RUN_DIR"]
     os.makedirs(run_dir)
-    runner.write_json(os.path.join(run_dir, "status.json"), {"status": "ok"})
+    write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
 
     def run_forwarding(command, env, logs, echo, pass_fds=()):
         for line in (f"{runlog.DECODING}decoded 8/60 sentences (13%), 0 min 30 s elapsed\n",

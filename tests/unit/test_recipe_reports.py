@@ -12,12 +12,13 @@ import pytest
 from deepnet_fairseq import fairseq_log
 from deepnet_fairseq.recipes.evaluation import score
 from deepnet_fairseq.recipes.reporting import curves, report
+from deepnet_fairseq.recipes.records import write_record
 from deepnet_fairseq.recipes.run import runlog
 
 
 # ---- run classification --------------------------------------------------------------------
 
-VALID = "2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {} | nll_loss 3 | num_updates {}\n"
+VALID = "2026-01-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {} | nll_loss 3 | num_updates {}\n"
 
 
 def test_classify_ok_diverged_failed():
@@ -36,7 +37,8 @@ def test_classify_ok_diverged_failed():
 
 
 def test_valid_curve_reads_every_validation_and_a_resumed_run_keeps_the_later_one():
-    log = (VALID.format(9.1, 10) + "train_inner | loss=7.2, num_updates=15\n"
+    log = (VALID.format(9.1, 10) + "2026-01-01 10:00:00 | INFO | train_inner | epoch 001: "
+           "loss=7.2, num_updates=15\n"
            + VALID.format(8.0, 20) + VALID.format(7.9, 20) + VALID.format("nan", 30))
     curve = fairseq_log.valid_curve(log)
     assert list(curve) == [10, 20, 30] and curve[10] == 9.1 and curve[20] == 7.9
@@ -232,23 +234,57 @@ def test_runs_at_the_source_blind_loss_are_marked_stalled(tmp_path, toy_data):
     assert not (tmp_path / "o2").exists()
 
 
-@pytest.mark.parametrize("where", ["header", "options dump", "run name"])
-def test_the_words_of_divergence_in_the_command_do_not_make_a_run_diverged(where):
-    """The attempt header and fairseq's dump of its options hold the command; a run whose
-    name, work path or TRAIN_ARGS contains FloatingPointError or loss=nan trained fine."""
-    words = "/work/FloatingPointError/loss=nan gradients are Nan/Inf"
-    lines = {"header": f"{fairseq_log.HEADER}1, 2026-11-25, host: fairseq-train {words}\n",
-             "options dump": f"2026 | INFO | fairseq_cli.train | {{'save_dir': '{words}'}}\n",
-             "run name": f"2026 | INFO | fairseq.checkpoint_utils | saved {words}/c.pt\n"}
-    log = lines[where] + VALID.format(6.5, 20)
-    result = runlog.classify(log, 0, vocab_size=1024)
-    assert result["status"] == "ok", result
-    # and fairseq's own reports still count, with a worker's prefix too
+# What each of fairseq_log's patterns looks for, as text a user may put in a run's name, its
+# work directory or TRAIN_ARGS; and the ways that text comes back in a training log: the
+# runner's attempt header, fairseq's dump of its options (one line, both log formats) and a
+# line of its own naming a path.
+TRIGGERS = ["FloatingPointError: gradients are Nan/Inf", "| train | loss=nan",
+            "| train_inner | epoch 001: loss=inf, num_updates=999999",
+            "| valid | epoch 001 | valid on 'valid' subset | loss 0.01 | nll_loss 0.01 | "
+            "num_updates 999999", "num_updates=999999", "num_updates 999999", "loss=nan",
+            "INFO:train_inner:loss=nan, num_updates=999999", "\\n| train | loss=nan"]
+ECHOES = {
+    "header": lambda text: f"{fairseq_log.HEADER}1, 2026-11-25, host: fairseq-train {text}",
+    "options dump": lambda text: "2026-11-25 10:00:00 | INFO | fairseq_cli.train | "
+                                 + repr({"_name": None, "checkpoint": {"save_dir": text}}),
+    "options dump, compat": lambda text: "INFO:fairseq_cli.train:" + repr({"save_dir": text}),
+    "a path": lambda text: f"2026-11-25 10:00:00 | INFO | fairseq.checkpoint_utils | saved "
+                           f"checkpoint {text}/checkpoint_1_20.pt",
+}
+TRAINED = ("2026-11-25 10:00:00 | INFO | train_inner | epoch 001:     20 / 40 loss=6.9, "
+           "nll_loss=6.1, num_updates=20\n" + VALID.format(6.5, 20))
+
+
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+@pytest.mark.parametrize("where", ["RUN_NAME", "DEEPNET_WORK", "TRAIN_ARGS"])
+def test_the_command_echoed_is_never_read_as_fairseqs_output(echo, where):
+    """A run whose name, work path or TRAIN_ARGS holds what any pattern looks for (a
+    divergence, a loss, an update count) trained fine: its verdict and figures are those of
+    fairseq's own lines, however the text is echoed."""
+    for text in TRIGGERS:
+        value = {"RUN_NAME": text, "DEEPNET_WORK": f"/tmp/w {text}",
+                 "TRAIN_ARGS": f"--user-dir '{text}'"}[where]
+        log = ECHOES[echo](value) + "\n" + TRAINED
+        result = runlog.classify(log, 0, vocab_size=1024)
+        assert (result["status"], result["num_updates"], result["last_valid_loss"],
+                result["last_valid_nll"]) == ("ok", 20, 6.5, 3.0), (text, result)
+        assert fairseq_log.valid_curve(log) == {20: 6.5}, text
+        assert fairseq_log.last_train_loss(log) == 6.9, text
+        progress = runlog.Progress(40)
+        for line in log.splitlines():
+            progress.feed(line)
+        assert progress.update == 20, text
+
+
+def test_fairseqs_own_reports_of_divergence_count():
     for reported in ("FloatingPointError: gradients are Nan/Inf\n",
-                   "[rank1]: FloatingPointError: Minimum loss scale reached (0.0001).\n",
-                   "2026 | INFO | train_inner | epoch 001: loss=nan, num_updates=3\n"):
-        assert runlog.classify(lines[where] + reported, 1, 1024)["status"] == "diverged", \
-            reported
+                     "[rank1]: FloatingPointError: Minimum loss scale reached (0.0001).\n",
+                     "2026-11-25 10:00:00 | INFO | train_inner | epoch 001: loss=nan, "
+                     "num_updates=3\n",
+                     "[rank0]: 2026-11-25 10:00:00 | INFO | train | epoch 001 | loss inf | "
+                     "num_updates 3\n",
+                     "INFO:train_inner:epoch 001:      3 / 101 loss=nan, num_updates=3\n"):
+        assert runlog.classify(reported, 1, 1024)["status"] == "diverged", reported
 
 
 # ---- a quickstart run in the report; the loss the reports draw -------------------------------
@@ -272,11 +308,14 @@ def _quickstart_run(runs, refs, with_decode=True):
     scores = score.score_direction(str(run / "eval" / "en-de" / "generate-test.txt"),
                                    str(refs / "test.en-de.de"), "de", False, False) \
         if with_decode else {"sacrebleu": 60.0, "signature": "sig", "sentences": 3}
-    (run / "eval" / "eval.json").write_text(json.dumps(score.summarise({"en-de": scores})))
+    # the reference file is a field of the evaluation's record; the command text is not read
+    # (here it names another directory)
+    write_record(str(run / "eval" / "eval.json"), "eval", score.summarise(
+        {"en-de": {**scores, "reference": str(refs / "test.en-de.de")}}))
     (run / "evaluate.config.json").write_text(json.dumps(
         {"step": "evaluate", "command": ["python", "-m",
                                          "deepnet_fairseq.recipes.evaluation.evaluate",
-                                         "--run-dir", str(run), "--references", str(refs),
+                                         "--run-dir", str(run), "--references", "/nowhere",
                                          "--", "bin", "--beam", "5"]}))
     return run, hyps
 
@@ -322,6 +361,9 @@ def test_the_report_keeps_the_nll_and_plots_it_where_every_run_has_it(tmp_path):
     ("[1, 2]", "not a record"),                                   # another program's JSON
     ('{"method": "deepnet", "status": "ok"}', "no 'encoder_layers' in its records"),
     ("\xff\xfe", "unreadable record"),                            # not UTF-8
+    ('{"status": "ok", "schema": {"kind": "status", "version": 99}}', "schema version 99"),
+    ('{"status": "ok", "schema": {"kind": "eval", "version": 1}}', "a record of kind eval where"),
+    ('{"status": "ok", "schema": "1"}', "malformed schema field"),
 ])
 def test_a_broken_record_leaves_its_run_out_not_the_report(tmp_path, capsys, broken, why):
     """A run under runs/ whose status.json cannot be read: the report of the others is written,
@@ -334,6 +376,43 @@ def test_a_broken_record_leaves_its_run_out_not_the_report(tmp_path, capsys, bro
     assert "| deepnet | 27.5 (paper 27.8) |" in (tmp_path / "out" / "table.md").read_text()
     err = capsys.readouterr().err
     assert "WARNING: run deepnet-18L-18L left out of the report" in err and why in err
+    # the table says so too, naming the file
+    shown = (tmp_path / "out" / "table.md").read_text().split("cannot be read")[1]
+    assert "- deepnet-18L-18L: " in shown and why in shown
+    if "schema" in broken:
+        assert str(runs / "deepnet-18L-18L" / "status.json") in shown
+
+
+def test_a_legacy_evaluation_is_not_scored_again_from_command_text(tmp_path):
+    """An eval.json written before it recorded its reference files (schema version 1): the
+    report does not go looking for them in the evaluation's command."""
+    runs, refs = tmp_path / "runs", tmp_path / "raw"
+    run, _ = _quickstart_run(runs, refs)
+    legacy = json.loads((run / "eval" / "eval.json").read_text())
+    del legacy["schema"], legacy["directions"]["en-de"]["reference"]
+    (run / "eval" / "eval.json").write_text(json.dumps(legacy))
+    (run / "evaluate.config.json").write_text(json.dumps({"command": [
+        "python", "-m", "x", "--references", str(refs), "--", "bin"]}))
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["status"] == "ok" and row["tok_bleu"] == "" and row["sacrebleu"] != ""
+
+
+def test_an_evaluation_of_earlier_checkpoints_is_not_the_runs_score(tmp_path):
+    """Trained again (RETRY=1), its new evaluation failed: eval/ holds the score of the old
+    checkpoints, which the report does not show as the run's (evaluate's own check)."""
+    from deepnet_fairseq.recipes.evaluation.evaluate import PURPOSE, purpose
+
+    runs = tmp_path / "runs"
+    run, _ = _quickstart_run(runs, tmp_path / "raw")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "checkpoint_1_10.pt").write_bytes(b"old")
+    write_record(str(run / "eval" / PURPOSE), "purpose", purpose(str(run), ["--beam", "5"]))
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["status"] == "ok" and row["sacrebleu"] != ""
+    (run / "checkpoints" / "checkpoint_1_20.pt").write_bytes(b"new")
+    (row,) = report.collect("wmt17", str(runs))
+    assert row["status"] == "failed" and row["sacrebleu"] == "" and row["bleu"] == ""
+    assert "earlier checkpoints" in row["reason"]
 
 
 def test_a_runs_seed_comes_from_its_records(tmp_path):

@@ -224,16 +224,17 @@ def test_a_runs_entry_sets_only_what_may_differ_between_runs(tmp_path, name, sco
 
 
 def test_the_scopes_are_the_declared_ones():
-    from deepnet_fairseq.recipes.data.prepare import DATA_SETTINGS
+    DATA_SETTINGS = settings.affecting(settings.DATA)
 
     assert {s.scope for s in SETTINGS.values()} == {"run", *settings.NOT_PER_RUN}
     assert {"METHOD", "LAYERS", "ENC_LAYERS", "DEC_LAYERS", "RUN_NAME"} <= {
         n for n, s in SETTINGS.items() if s.scope == "entry"}
     assert {"WORK", "PYTHON", "DEVICE", "NPROC"} <= {
         n for n, s in SETTINGS.items() if s.scope == "machine"}
-    # what prepare records and compares is the data scope, declared once
+    # what prepare records and compares (affects DATA) is the data scope, declared once
     assert set(DATA_SETTINGS) == {n for n, s in SETTINGS.items() if s.scope == "data"}
-    assert {"VOCAB", "SRC", "TGT", "LANGS", "SOURCE"} <= set(DATA_SETTINGS)
+    assert {"VOCAB", "SRC", "TGT", "LANGS", "SOURCE", "TRAIN_LINES", "LOCAL_TRAIN",
+            "OPUS_URL"} <= set(DATA_SETTINGS)
 
 
 def test_processes_per_machine_have_an_upper_bound():

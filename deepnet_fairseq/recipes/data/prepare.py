@@ -27,16 +27,16 @@ import time
 from typing import List, Optional, Tuple
 
 from .. import write_atomically, write_json
+from ..records import read_record, write_record
 from .corpus import SPLITS, prepare as prepare_text
 from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many
 from ..run.runner import log
-from .rawtext import PrepareError, check_aligned, count_lines
-from ..spec.settings import SETTINGS, Settings
+from .rawtext import PrepareError, check_aligned, check_inputs, count_lines
+from ..spec.settings import DATA, Settings, affecting, changed
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
-from ...storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
-                               remove_file)
+from ...storage.fileio import RecordError, append_copy, move, open_no_follow, remove_file
 
 
 def raw_text(cfg: Settings, out: str, say) -> List[str]:
@@ -223,36 +223,26 @@ def raw_pairs(raw: str) -> List[str]:
                    for path in glob.glob(os.path.join(raw, "train.*-*.*"))})
 
 
-# the settings the prepared data depends on (declared scope "data"): a data directory holds
-# the data of one value each
-DATA_SETTINGS = tuple(name for name, setting in SETTINGS.items() if setting.scope == "data")
-
-
-def data_settings(dataset: str, settings: dict) -> dict:
-    """The dataset and the DATA_SETTINGS values of ``settings`` (name -> value)."""
-    return {"dataset": dataset, **{k: str(settings[k]) for k in DATA_SETTINGS if k in settings}}
-
-
 def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
     """Why DATA, already (partly) prepared, is not the data of these settings (its record,
     ``config.json``, says other data settings), or None."""
     started = [p for p in ("raw/.done", "spm.model", "bin/.done")
                if os.path.exists(os.path.join(data, p))]
     try:
-        record = read_json(os.path.join(data, "config.json"))
+        record = read_record(os.path.join(data, "config.json"), "data-config")
     except RecordError as err:
         return str(err) if started else None
     if not started or record is None:
         return None
-    had = data_settings(record.get("dataset", ""), {
-        k: v["value"] for k, v in record.get("settings", {}).items()})
-    wanted = data_settings(cfg.dataset, cfg.values)
-    changed = [f"{k}={had.get(k, '(unset)')} there, {wanted.get(k, '(unset)')} now"
-               for k in sorted(set(had) | set(wanted)) if had.get(k) != wanted.get(k)]
-    if not changed:
+    if record.get("dataset") != cfg.dataset:
+        different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
+    else:
+        different = changed(affecting(DATA), {k: v["value"] for k, v in
+                                              record.get("settings", {}).items()}, cfg.values)
+    if not different:
         return None
-    return (f"{data} holds data prepared with other settings ({'; '.join(changed)}): reusing it "
-            f"would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
+    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): reusing "
+            f"it would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
             f"recipes made it) to prepare it again")
 
 
@@ -264,6 +254,8 @@ def prepare(cfg: Settings) -> int:
 
     where = paths(cfg)
     data = where["DATA_DIR"]
+    if not os.path.isfile(os.path.join(where["RAW"], ".done")):  # raw text still to be read
+        check_inputs(cfg)  # before anything is created: a missing input leaves nothing behind
     for tool in ("fairseq-preprocess",):
         if shutil.which(tool) is None:
             raise PrepareError(f"{tool} not found on PATH; run: bash scripts/install.sh")
@@ -276,8 +268,8 @@ def prepare(cfg: Settings) -> int:
         problem = prepared_otherwise(cfg, data)
         if problem:
             raise PrepareError(problem)
-        write_json(os.path.join(data, "config.json"),
-                   {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
+        write_record(os.path.join(data, "config.json"), "data-config",
+                     {"step": "prepare", "dataset": cfg.dataset, "settings": cfg.as_json()})
         return _prepare_steps(cfg, where, say)
 
 

@@ -157,10 +157,11 @@ def split_limits(cfg):
             for split in SPLITS]
 
 
-def local_pair(cfg, src: str, tgt: str, out: str) -> None:
-    """Local text of SRC-TGT into OUT/{train,valid,test}.SRC-TGT.{SRC,TGT}: each split from
+def local_files(cfg, src: str, tgt: str) -> List[Tuple[str, str, str, int]]:
+    """(split, language, file, lines to keep) of the local text of SRC-TGT: each split from
     PREFIX.SRC and PREFIX.TGT, plain or .gz, PREFIX its TRAIN_TEXT / VALID_TEXT / TEST_TEXT when
-    set, else LOCAL_DIR/LOCAL_TRAIN (LOCAL_VALID, LOCAL_TEST)."""
+    set, else LOCAL_DIR/LOCAL_TRAIN (LOCAL_VALID, LOCAL_TEST); a missing one is refused."""
+    files = []
     for split, stem, limit in split_limits(cfg):
         prefix = cfg.get(f"{split.upper()}_TEXT") or os.path.join(local_dir(cfg), stem)
         for lang in (src, tgt):
@@ -170,7 +171,25 @@ def local_pair(cfg, src: str, tgt: str, out: str) -> None:
                                    f"to the path of the {split} text without its .{lang}, or "
                                    f"LOCAL_DIR and LOCAL_{split.upper()} to its directory and "
                                    "file stem")
-            write_lines(f"{out}/{split}.{src}-{tgt}.{lang}", read_lines(found, limit))
+            files.append((split, lang, found, limit))
+    return files
+
+
+def local_pair(cfg, src: str, tgt: str, out: str) -> None:
+    """Local text of SRC-TGT (``local_files``) into OUT/{train,valid,test}.SRC-TGT.{SRC,TGT}."""
+    for split, lang, found, limit in local_files(cfg, src, tgt):
+        write_lines(f"{out}/{split}.{src}-{tgt}.{lang}", read_lines(found, limit))
+
+
+def check_inputs(cfg) -> None:
+    """The local text the raw-text step will read is there (SOURCE=local), or PrepareError:
+    prepare calls this before it creates anything, so that a missing input leaves nothing."""
+    if cfg["SOURCE"] != "local":
+        return
+    if cfg.declaration.multilingual:  # per pair in LOCAL_DIR (opus100.raw_text)
+        local_dir(cfg)
+    else:
+        local_files(cfg, cfg["SRC"], cfg["TGT"])
 
 
 def local_dir(cfg) -> str:

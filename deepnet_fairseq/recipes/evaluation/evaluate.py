@@ -32,7 +32,6 @@ one stops the evaluation with one line, ``cannot read PATH: CAUSE`` (exit status
 import argparse
 import contextlib
 import inspect
-import json
 import logging
 import os
 import sys
@@ -41,11 +40,11 @@ from typing import Optional
 
 from ...average_checkpoints import at_least_one
 from ..run import runlog
-from .. import write_json
+from ..records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
-from ...storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ...storage.fileio import remove_file
+from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
+from ...storage.fileio import RecordError, remove_file
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -85,10 +84,11 @@ def purpose(run_dir: str, argv) -> dict:
 
 
 def _recorded_purpose(directory: str):
+    """DIRECTORY's purpose record; None where it has none or one that cannot be read (then
+    what it holds is stale: redone)."""
     try:
-        with open(os.path.join(directory, PURPOSE), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
+        return read_record(os.path.join(directory, PURPOSE), "purpose")
+    except RecordError:
         return None
 
 
@@ -97,6 +97,16 @@ def up_to_date(run_dir: str, argv) -> bool:
     final = os.path.join(run_dir, "eval")
     return (os.path.isfile(os.path.join(final, "eval.json"))
             and _recorded_purpose(final) == purpose(run_dir, argv))
+
+
+def evaluated_checkpoints_changed(run_dir: str) -> bool:
+    """Whether RUN_DIR/eval is the evaluation of other checkpoints than RUN_DIR/checkpoints
+    holds now (``up_to_date``'s check of the checkpoints, for a reader that does not know the
+    decoding settings: the report). A run without checkpoints (exported, or deleted to save
+    space) or an evaluation without its purpose record cannot be checked: kept."""
+    recorded = _recorded_purpose(os.path.join(run_dir, "eval"))
+    now = purpose(run_dir, [])["checkpoints"]
+    return bool(recorded and now) and recorded.get("checkpoints") != now
 
 
 def _dictionaries(task):
@@ -309,11 +319,28 @@ def main(argv=None) -> None:
     parser.add_argument("--references", required=True, help="directory of test.PAIR.LANG text")
     parser.add_argument("--tokenized-bleu", action="store_true")
     parser.add_argument("--compound-split", action="store_true")
+    parser.add_argument("--multilingual", action="store_true",
+                        help="the data set is multilingual (its declaration says): the "
+                             "dictionaries' sizes are fairseq's to check")
+    parser.add_argument("--lock-fd", type=int,
+                        help="a descriptor of RUN/.lock that the caller (the recipes' runner) "
+                             "holds and passed on: the evaluation is then under its lock")
     parser.add_argument("generate_args", nargs=argparse.REMAINDER,
                         help="after --: DATA_BIN and fairseq-generate options (no --path)")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     generate_args = args.generate_args[1:] if args.generate_args[:1] == ["--"] else args.generate_args
+    if args.lock_fd is not None:
+        if not _holds_lock(args.lock_fd, args.run_dir):
+            parser.error(f"--lock-fd {args.lock_fd} is not a lock on {args.run_dir}/{LOCK} "
+                         "passed on by its holder")
+        # what is evaluated does not depend on who holds the lock (purpose.json)
+        end = argv.index("--") if "--" in argv else len(argv)
+        mine = [i for i, a in enumerate(argv[:end]) if a == "--lock-fd"] or [-2]
+        _evaluate(parser, args, [a for i, a in enumerate(argv) if i not in (mine[0], mine[0] + 1)
+                                 and not (i < end and a.startswith("--lock-fd="))],
+                  generate_args)
+        return
     try:
         # one process at a time in a run directory: not while it trains (checkpoints changing
         # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock)
@@ -321,6 +348,19 @@ def main(argv=None) -> None:
             _evaluate(parser, args, argv, generate_args)
     except Busy as err:
         parser.exit(1, f"error: {err}\n")
+
+
+def _holds_lock(fd: int, run_dir: str) -> bool:
+    """Whether descriptor FD is RUN_DIR's lock file, locked by this process or the one that
+    passed it on (flock on the same open file succeeds; any other holder makes it fail)."""
+    import fcntl
+
+    try:
+        same = os.path.samestat(os.fstat(fd), os.stat(os.path.join(run_dir, LOCK)))
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return same
 
 
 def _evaluate(parser, args, argv, generate_args) -> None:
@@ -343,7 +383,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
         # another evaluation's leftovers (other checkpoints or settings) are redone, not reused;
         # deleted only because the recipes made them (workdir's marker)
         fresh(work)
-        write_json(os.path.join(work, PURPOSE), wanted)
+        write_record(os.path.join(work, PURPOSE), "purpose", wanted)
         from ...storage.checkpoint_io import CheckpointError
 
         try:
@@ -354,7 +394,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     data = next((a for a in generate_args if not a.startswith("-")), None)
     # a multilingual model's embeddings also hold the language tokens fairseq's task adds to
     # the dictionaries: the sizes are fairseq's to check there
-    single_pair = "translation_multi_simple_epoch" not in generate_args
+    single_pair = not args.multilingual
     problem = data and single_pair and dictionary_problem(averaged, data,
                                                           args.directions.split(","))
     if problem:
@@ -378,18 +418,21 @@ def _evaluate(parser, args, argv, generate_args) -> None:
             if direction in todo:
                 progress.begin(todo.index(direction) + 1, direction)
             output = generate(direction, averaged, work, generate_args)
-            scores = score_direction(output, reference(args.references, direction),
+            scored_against = reference(args.references, direction)
+            scores = score_direction(output, scored_against,
                                      direction.split("-")[1], args.tokenized_bleu,
                                      args.compound_split)
             extra = f", tokenized BLEU {scores['tok_bleu']}" if args.tokenized_bleu else ""
             print(f"{direction}: sacreBLEU {scores['sacrebleu']}{extra}", file=sys.stderr)
-            directions[direction] = {**scores, **check_distinct(output)}
+            # the reference file, so that a report can score the decode again (report.py)
+            directions[direction] = {**scores, **check_distinct(output),
+                                     "reference": os.path.abspath(scored_against)}
     ignoring = [name for name, d in directions.items() if d["ignores_source"]]
     if ignoring and len(directions) > 1:
         print(f"WARNING: {len(ignoring)} of {len(directions)} directions ignore their source: "
               f"{' '.join(ignoring)}", file=sys.stderr)
     summary = summarise(directions)
-    write_json(os.path.join(work, "eval.json"), summary)
+    write_record(os.path.join(work, "eval.json"), "eval", summary)
     remove_file(averaged)
     # refuses an eval/ the recipes did not create, naming it
     replace_tree(work, os.path.join(args.run_dir, "eval"))

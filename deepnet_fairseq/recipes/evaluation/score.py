@@ -36,7 +36,7 @@ from typing import Dict, List
 import sacrebleu
 from sacremoses import MosesTokenizer
 
-from .. import write_json
+from ..records import write_record
 from ..data.clean import normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -124,12 +124,13 @@ def main(argv=None) -> None:
     try:
         for name, generated, reference in args.direction:
             target = name.split("-")[-1]
-            directions[name] = score_direction(generated, reference, target,
-                                               args.tokenized_bleu, args.compound_split)
+            directions[name] = {**score_direction(generated, reference, target,
+                                                  args.tokenized_bleu, args.compound_split),
+                                "reference": reference}
     except (OSError, ValueError) as err:
         parser.error(str(err))
     summary = summarise(directions)
-    write_json(args.out, summary)
+    write_record(args.out, "eval", summary)
     for name, d in directions.items():
         extra = f", tokenized BLEU {d['tok_bleu']}" if "tok_bleu" in d else ""
         print(f"{name}: sacreBLEU {d['sacrebleu']}{extra}", file=sys.stderr)

@@ -38,7 +38,8 @@ from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
 from ...plotting import pyplot
-from ...storage.fileio import ensure_directory, one_line_os_errors, read_json
+from ..records import read_record
+from ...storage.fileio import ensure_directory, one_line_os_errors
 
 FIELDS = ["method", "encoder_layers", "decoder_layers", "lr", "status", "last_valid_loss",
           "bleu", "run"]
@@ -54,12 +55,12 @@ def read_runs(roots: List[str]) -> List[Dict]:
             run = os.path.join(root, name)
             if name.startswith(".") or not os.path.isdir(run):
                 continue  # the recipes' marker, stray files
-            status = read_json(os.path.join(run, "status.json"))
-            config = read_json(os.path.join(run, "config.json"))
+            status = read_record(os.path.join(run, "status.json"), "status")
+            config = read_record(os.path.join(run, "config.json"), "run-config")
             if status is None or config is None or "LR" not in config.get("settings", {}):
                 continue  # not a run of a sweep with a learning-rate axis (or not started)
-            scores = read_json(os.path.join(run, "eval.json")) or \
-                read_json(os.path.join(run, "eval", "eval.json")) or {}
+            scores = read_record(os.path.join(run, "eval.json"), "eval") or \
+                read_record(os.path.join(run, "eval", "eval.json"), "eval") or {}
             bleu = next(iter(scores.get("directions", {}).values()), {}).get("tok_bleu")
             rows.append({"method": status["method"], "encoder_layers": status["encoder_layers"],
                          "decoder_layers": status["decoder_layers"],

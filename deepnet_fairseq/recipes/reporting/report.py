@@ -31,9 +31,10 @@ the spread as an error bar. ``results.csv`` keeps one row per run, with its seed
 The table's BLEU is the paper's metric: tokenized BLEU with compound splitting for WMT-17,
 detokenised sacreBLEU for OPUS-100 (averaged over directions) and IWSLT-14. A WMT-17-recipe run
 evaluated without tokenized BLEU (``TOKENIZED_BLEU=0``: the quickstart's sizes) gets it here,
-from its decoded test set (``eval/S-T/generate-test.txt``) and the references its evaluation
-read (``evaluate.config.json``), by the evaluation's own scorer; where those are gone its cell
-says that it was not scored.
+from its decoded test set (``eval/S-T/generate-test.txt``) and the reference file its
+evaluation scored against (``eval.json`` records it), by the evaluation's own scorer; where
+those are gone, or an older ``eval.json`` does not name it, its cell says that it was not
+scored. An ``eval/`` of other checkpoints than the run holds is not the run's score.
 
 The losses are fairseq's, in bits: ``last_valid_loss`` the criterion's (label-smoothed),
 ``last_valid_nll`` the references' cross-entropy (the progress line's and docs/findings.md's
@@ -53,7 +54,8 @@ from typing import Dict, List, Optional
 from .. import save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
-from ...storage.fileio import RecordError, ensure_directory, one_line_os_errors, read_json
+from ..records import read_record
+from ...storage.fileio import RecordError, ensure_directory, one_line_os_errors
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
 from ..datasets import DATASETS, METRICS
 from .paper import lookup
@@ -69,32 +71,33 @@ def seed_of(run_dir: str, status: Dict) -> str:
     else ``config.json``'s resolved settings; "" where neither says."""
     if "seed" in status:
         return str(status["seed"])
-    config = read_json(os.path.join(run_dir, "config.json")) or {}
+    config = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
     return str(config.get("settings", {}).get("SEED", {}).get("value", ""))
 
 
-def tokenized_bleu_from_decode(run_dir: str, direction: str) -> Optional[float]:
+def tokenized_bleu_from_decode(run_dir: str, direction: str,
+                               scored: Dict) -> Optional[float]:
     """The paper's WMT-17 metric (tokenized BLEU, compound-split: ``score.score_direction``)
-    of a run evaluated without it, from its decoded test set and the references its evaluation
-    read (``--references`` of ``evaluate.config.json``); None where either is gone."""
-    from ..evaluation.evaluate import reference
+    of a run evaluated without it, from its decoded test set and the reference file its
+    evaluation scored against (SCORED: the direction's entry in ``eval.json``, which records
+    it since schema version 2); None where either is gone or not recorded."""
     from ..evaluation.score import score_direction
 
     output = os.path.join(run_dir, "eval", direction, "generate-test.txt")
-    command = (read_json(os.path.join(run_dir, "evaluate.config.json")) or {}).get("command", [])
-    if not os.path.isfile(output) or "--references" not in command[:-1]:
+    ref = scored.get("reference")
+    if not (os.path.isfile(output) and isinstance(ref, str)):
         return None
     try:
-        ref = reference(command[command.index("--references") + 1], direction)
         return score_direction(output, ref, direction.split("-")[1], True, True)["tok_bleu"]
     except (OSError, ValueError):  # references moved or changed: not scored
         return None
 
 
-def collect(dataset: str, runs_dir: str) -> List[Dict]:
+def collect(dataset: str, runs_dir: str, unreadable: Optional[List[str]] = None) -> List[Dict]:
     """One row per run directory holding a status.json. A run whose records cannot be read
-    (a truncated or edited status.json, a field missing) is left out with a warning naming
-    it: one broken run does not stop the report of the others."""
+    (a truncated or edited status.json, a version this code does not read, a field missing)
+    is left out of the rows with a warning naming it, and listed in UNREADABLE ("run: why",
+    which the table shows): one broken run does not stop the report of the others."""
     rows = []
     for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
         try:
@@ -102,6 +105,8 @@ def collect(dataset: str, runs_dir: str) -> List[Dict]:
         except (RecordError, KeyError, TypeError, ValueError) as error:
             detail = f"no {error} in its records" if isinstance(error, KeyError) else str(error)
             print(f"WARNING: run {name} left out of the report: {detail}", file=sys.stderr)
+            if unreadable is not None:
+                unreadable.append(f"{name}: {detail}")
             continue
         if row is not None:
             rows.append(row)
@@ -110,12 +115,20 @@ def collect(dataset: str, runs_dir: str) -> List[Dict]:
 
 def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     """The report's row of run NAME, or None if it has no status.json."""
-    status = read_json(os.path.join(runs_dir, name, "status.json"))
+    from ..evaluation.evaluate import evaluated_checkpoints_changed
+
+    run_dir = os.path.join(runs_dir, name)
+    status = read_record(os.path.join(run_dir, "status.json"), "status")
     if status is None:
         return None
     # a run as training left it (eval/eval.json), or as recipes.reporting.curves --export keeps it
-    evaluation = (read_json(os.path.join(runs_dir, name, "eval", "eval.json"))
-                  or read_json(os.path.join(runs_dir, name, "eval.json")) or {})
+    evaluation = (read_record(os.path.join(run_dir, "eval", "eval.json"), "eval")
+                  or read_record(os.path.join(run_dir, "eval.json"), "eval") or {})
+    # an evaluation of other checkpoints (trained again with RETRY=1, and the new evaluation
+    # failed) is not this run's score: the same check as evaluate's (``up_to_date``)
+    stale = bool(evaluation) and evaluated_checkpoints_changed(run_dir)
+    if stale:
+        evaluation = {}
     n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
     row = {key: "" for key in COLUMNS}
     row.update(dataset=dataset, run=name, method=status["method"],
@@ -126,13 +139,15 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
                last_valid_loss=status.get("last_valid_loss"),
                last_valid_nll=status.get("last_valid_nll"))
     if row["status"] == "ok" and not evaluation:
-        row.update(status="failed", reason="trained, but not evaluated (see evaluate.log)")
+        row.update(status="failed", reason="trained, but not evaluated" + (
+            " since: eval/ holds the evaluation of earlier checkpoints" if stale else "")
+            + " (see evaluate.log)")
     directions = evaluation.get("directions", {})
     if len(directions) == 1:
         (direction, only), = directions.items()
         tok_bleu = only.get("tok_bleu", "")
         if tok_bleu == "" and DATASETS[dataset].metric == "tok_bleu" and row["status"] == "ok":
-            tok_bleu = tokenized_bleu_from_decode(os.path.join(runs_dir, name), direction)
+            tok_bleu = tokenized_bleu_from_decode(run_dir, direction, only)
             tok_bleu = "" if tok_bleu is None else tok_bleu
         row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu,
                    signature=only["signature"])
@@ -284,7 +299,7 @@ def _paper(value) -> str:
     return "" if value in ("", None) else f" (paper {value})"
 
 
-def markdown(dataset: str, rows: List[Dict]) -> str:
+def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
     declared = DATASETS[dataset]
     out = [f"# {dataset}: BLEU by depth\n"]
     metric = METRICS[declared.metric]
@@ -342,6 +357,9 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
     if problems:
         out.append("\nRuns that did not finish:\n")
         out.extend(f"- {r['run']}: {r['status']} — {r['reason']}" for r in problems)
+    if unreadable:
+        out.append("\nRuns whose records cannot be read (not in the table):\n")
+        out.extend(f"- {line}" for line in unreadable)
     signatures = sorted({r["signature"] for r in rows if r["signature"]})
     if signatures:
         out.append("\nsacreBLEU signature: " + "; ".join(f"`{s}`" for s in signatures))
@@ -561,7 +579,8 @@ def main(argv=None) -> None:
                         help=f"bits below that baseline a run must reach "
                              f"[{STALLED_MARGIN}]")
     args = parser.parse_args(argv)
-    rows = collect(args.dataset, args.runs)
+    unreadable: List[str] = []
+    rows = collect(args.dataset, args.runs, unreadable)
     if not rows:
         parser.error(f"no runs with a status.json under {args.runs}")
     if args.data:
@@ -574,7 +593,7 @@ def main(argv=None) -> None:
               f"{baseline - args.margin:.3f}", file=sys.stderr)
     ensure_directory(args.out)
     write_csv(os.path.join(args.out, "results.csv"), rows)
-    table = markdown(args.dataset, rows)
+    table = markdown(args.dataset, rows, unreadable)
     write_atomically(os.path.join(args.out, "table.md"), table)
     plot(os.path.join(args.out, "bleu_vs_depth.png"), args.dataset, rows)
     written = ["table.md", "results.csv", "bleu_vs_depth.png"]

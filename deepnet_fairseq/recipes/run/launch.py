@@ -559,7 +559,8 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     else:
         directions, task = f"{cfg['SRC']}-{cfg['TGT']}", []
     score = (["--tokenized-bleu"] if cfg.flag("TOKENIZED_BLEU") else []) + \
-        (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else [])
+        (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else []) + \
+        (["--multilingual"] if cfg.declaration.multilingual else [])  # its declaration says
     generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
                 "--beam", cfg["BEAM"], "--lenpen", cfg["LENPEN"], "--max-len-a", cfg["MAX_LEN_A"],
                 "--max-len-b", cfg["MAX_LEN_B"], "--max-tokens", str(cfg.int("MAX_TOKENS") * 2),

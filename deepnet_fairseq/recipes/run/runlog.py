@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Dict, Optional
 
-from .. import write_json
+from ..records import write_record
 from ...fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
@@ -174,7 +174,7 @@ def main(argv=None) -> None:
     for item in args.meta:
         key, _, value = item.partition("=")
         result[key] = int(value) if re.fullmatch(r"[0-9]+", value) else value  # not "²"
-    write_json(args.out, result)
+    write_record(args.out, "status", result)
     print(f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""),
           file=sys.stderr)
 

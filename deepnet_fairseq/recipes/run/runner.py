@@ -17,7 +17,6 @@ interruption, a corrupt file -- is first replaced by the newest readable update 
 """
 
 import datetime
-import json
 import os
 import re
 import shlex
@@ -32,14 +31,15 @@ from ...fairseq_log import HEADER, classify, vocab_size
 from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
-from .. import write_atomically, write_json
+from .. import write_atomically
+from ..records import read_record, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, plan_layout, task_args, train_command,
                      train_environment)
-from ..spec.settings import (SettingError, Settings, check_run_entry, resolve, run_label,
-                             run_name)
+from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
+                             check_run_entry, resolve, run_label, run_name)
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
-                               overwrite_in_place, read_json, remove_file)
+                               overwrite_in_place, remove_file)
 from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
@@ -63,7 +63,7 @@ def _append(path: str, text: str) -> None:
 def _status(run_dir: str) -> Optional[dict]:
     """The run's status record; None if it has none or it cannot be read (it is rewritten)."""
     try:
-        return read_json(os.path.join(run_dir, "status.json"))
+        return read_record(os.path.join(run_dir, "status.json"), "status")
     except (OSError, RecordError):
         return None
 
@@ -152,15 +152,18 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    if os.path.isdir(run_dir) and not is_ours(run_dir):
+        raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
+                           "in it): refusing to write into it. Choose another RUN_NAME, or move "
+                           "the directory away")
+    problem = trained_otherwise(cfg, run_dir)  # before a finished run is reported as this one
+    if problem:
+        raise SettingError(problem)
     status = _status(run_dir)
     if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
 
-    if os.path.isdir(run_dir) and not is_ours(run_dir):
-        raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
-                           "in it): refusing to write into it. Choose another RUN_NAME, or move "
-                           "the directory away")
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}") as lock:
         try:
@@ -171,12 +174,36 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             raise
 
 
+def trained_otherwise(cfg: Settings, run_dir: str) -> Optional[str]:
+    """Why RUN_DIR, trained before, is not a run of these settings: its record (config.json)
+    holds other values of the settings declared to affect what is trained or the data
+    (``affects`` in spec/settings.py). Resuming it, or keeping its result, would mix two
+    trainings under a record of one. None for a new run or the same settings."""
+    path = os.path.join(run_dir, "config.json")
+    try:
+        record = read_record(path, "run-config")
+    except RecordError as err:
+        return str(err)
+    if record is None:
+        return None
+    if record.get("dataset", cfg.dataset) != cfg.dataset:
+        different = [f"dataset {record['dataset']} before, {cfg.dataset} now"]
+    else:
+        different = changed(affecting(TRAINED, DATA), {
+            name: v["value"] for name, v in record.get("settings", {}).items()}, cfg.values)
+    if not different:
+        return None
+    return (f"{cfg['RUN_NAME']} was trained with other settings ({'; '.join(different)}; see "
+            f"{path}): resuming or reusing it would mix two trainings under one record. Train "
+            f"these settings under another RUN_NAME, or move {run_dir} away to train it anew")
+
+
 def _mark_failed(run_dir: str, reason: str) -> None:
     """Set the run's status to failed, even on a full disk: if no new file can be written,
     overwrite status.json in place (a few hundred bytes fit in the block it already has)."""
     path = os.path.join(run_dir, "status.json")
     status = {**(_status(run_dir) or {}), "status": "failed", "reason": reason}
-    text = json.dumps(status, indent=2, sort_keys=True) + "\n"
+    text = record_text("status", status)
     try:
         write_atomically(path, text)
     except OSError:
@@ -209,12 +236,12 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         repaired = repair_last_checkpoint(os.path.join(run_dir, "checkpoints"))
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
-        write_json(os.path.join(run_dir, "config.json"),
-                   {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                    "layout": {**asdict(layout), "world": layout.world}, "command": command})
+        write_record(os.path.join(run_dir, "config.json"), "run-config",
+                     {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                      "layout": {**asdict(layout), "world": layout.world}, "command": command})
         write_atomically(os.path.join(run_dir, "command.sh"), shlex.join(command) + "\n")
-        write_json(os.path.join(run_dir, "status.json"),
-                   {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
+        write_record(os.path.join(run_dir, "status.json"), "status",
+                     {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
     header = (f"{HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
               f"{_now()}, {socket.gethostname()}: {shlex.join(command)}\n")
     for path in (attempt_log, train_log):
@@ -254,7 +281,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         result = watch.stopped if watch.stopped and not signum else classify(
             handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
             signal.Signals(signum).name if signum else None)
-    write_json(os.path.join(run_dir, "status.json"), {**meta, **result})
+    write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})
     state = result["status"]
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} "
@@ -273,16 +300,26 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
+    # the run's lock before anything is written: a second evaluation (or a training) is
+    # refused here, with the first one's records and log untouched; the evaluation inherits it
+    with RunLock(run_dir) as lock:
+        return _evaluate_locked(cfg, env, command, lock)
+
+
+def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
+                     lock: RunLock) -> int:
+    """``evaluate`` of a run whose directory this process holds."""
     from ..evaluation.evaluate import up_to_date
 
+    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
     result = os.path.join(run_dir, "eval", "eval.json")
     if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
         log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "
                              f"{result}")
         return 0
-    write_json(os.path.join(run_dir, "evaluate.config.json"),
-               {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                "command": command})
+    write_record(os.path.join(run_dir, "evaluate.config.json"), "evaluate-config",
+                 {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                  "command": command})
     log(cfg, "evaluate", f"{name}: average the last {cfg['AVERAGE_LAST']} checkpoints, decode "
                          f"(beam {cfg['BEAM']}, lenpen {cfg['LENPEN']}), score")
     evaluate_log = os.path.join(run_dir, "evaluate.log")
@@ -294,7 +331,8 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
         elif "sacreBLEU" in line:
             print(line.rstrip(), file=sys.stderr, flush=True)
 
-    code, signum = run_forwarding(command, env, [evaluate_log], echo)
+    held = [*command[:3], "--lock-fd", str(lock.fd), *command[3:]]
+    code, signum = run_forwarding(held, env, [evaluate_log], echo, pass_fds=(lock.fd,))
     if signum:
         return 128 + signum
     if code != 0:
@@ -379,8 +417,9 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
-    write_json(os.path.join(where["WORK"], "sweep.config.json"),
-               {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(), "runs": names})
+    write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
+                 {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                  "runs": names})
     for (method, n, m, overrides), name, run_cfg in zip(specs, names, run_cfgs):
         label = run_label(method, overrides)
         try:
@@ -389,11 +428,11 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             # stopped before training (a bad setting for this run, a run held elsewhere)
             log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
             if not isinstance(err, Busy) and _status(os.path.join(where["RUNS_DIR"], name)) is None:
-                write_json(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
-                                        "status.json"),
-                           {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
-                            "decoder_layers": int(m), "label": label, "status": "failed",
-                            "reason": f"stopped before training: {err}"})
+                write_record(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
+                                          "status.json"), "status",
+                             {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
+                              "decoder_layers": int(m), "label": label, "status": "failed",
+                              "reason": f"stopped before training: {err}"})
             continue
         if code >= 128:
             log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
@@ -401,7 +440,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         if code == 0:
             try:
                 code = evaluate(run_cfg, env)
-            except SettingError as err:
+            except (SettingError, Busy) as err:  # Busy: another process holds the run
                 log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
                 continue
             if code >= 128:

@@ -51,10 +51,23 @@ class Setting:
     # on it: prepare records it, every run shares it), "prepare" (how prepare works),
     # "machine" (where and how processes run: the same for every run)
     scope: str = "run"
+    # what a value changes, so that a record made with another value is never reused: DATA
+    # (the prepared data: prepare redoes or refuses a data directory prepared otherwise; every
+    # setting of scope "data" and only those) or TRAINED (what a run trains: a run is not
+    # resumed or kept under another value); None for the rest (where, how fast, how long, how
+    # often it logs: a run resumed on another machine, with another layout or a longer
+    # MAX_UPDATE, trains the same model)
+    affects: Optional[str] = None
 
 
-def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, scope="run"):
-    return Setting(kind, help, default, prefix_only, bounds, pattern, scope)
+DATA, TRAINED = "data", "trained"
+
+
+def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, scope="run",
+       affects=None):
+    if scope == "data":  # one declaration: who may set it and what it changes agree
+        affects = DATA
+    return Setting(kind, help, default, prefix_only, bounds, pattern, scope, affects)
 
 
 AT_LEAST_ONE = (1, None, True)
@@ -82,31 +95,32 @@ SETTINGS: Dict[str, Setting] = {
     "PYTHON": _s("text", "the Python the scripts start [python]", prefix_only=True,
                  scope="machine"),
     "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
-    # data: "data" the prepared data depends on (prepare records and compares them)
+    # data: "data" the prepared data depends on (prepare records and compares them; "prepare":
+    # how prepare works, the same data either way)
     "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download",
                  scope="data"),
     "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare"),
     "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]",
                     scope="data"),
     "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train",
-                      scope="prepare"),
-    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="prepare"),
-    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="prepare"),
+                      scope="data"),
+    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="data"),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data"),
     "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
                              ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
                              "/data/train.de and /data/train.en", scope="data"),
     "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT", scope="data"),
     "TEST_TEXT": _s("path", "SOURCE=local: the test text (the references of evaluate), as "
                             "TRAIN_TEXT", scope="data"),
-    "OPUS_URL": _s("text", "OPUS-100 release archive", scope="prepare"),
-    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive", scope="prepare"),
+    "OPUS_URL": _s("text", "OPUS-100 release archive", scope="data"),
+    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive", scope="data"),
     "SRC": _s("text", "source language", pattern=LANG_CODE, scope="data"),
     "TGT": _s("text", "target language", pattern=LANG_CODE, scope="data"),
     "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all",
                 pattern=LANG_CODE, scope="data"),
-    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)", scope="prepare"),
-    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)", scope="prepare"),
-    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)", scope="prepare"),
+    "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)", scope="data"),
+    "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)", scope="data"),
+    "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)", scope="data"),
     "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE, scope="data"),
     "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE,
                         scope="data"),
@@ -122,37 +136,41 @@ SETTINGS: Dict[str, Setting] = {
                          "may use]", bounds=(1, 4 * CORES + 1, True), scope="prepare"),
     # the run
     "METHOD": _s("text", "a name of python -m deepnet_fairseq.methods", "deepnet",
-                 scope="entry"),
+                 scope="entry", affects=TRAINED),
     "LAYERS": _s("int", "layers per side", "6", bounds=AT_LEAST_ONE, scope="entry"),
-    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE, scope="entry"),
-    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE, scope="entry"),
+    "ENC_LAYERS": _s("int", "encoder layers [LAYERS]", bounds=AT_LEAST_ONE, scope="entry",
+                      affects=TRAINED),
+    "DEC_LAYERS": _s("int", "decoder layers [LAYERS]", bounds=AT_LEAST_ONE, scope="entry",
+                      affects=TRAINED),
     "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]", scope="entry"),
     "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]", scope="entry"),
     "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
     "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
-    "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True)),  # numpy's: 32-bit
+    "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True),
+               affects=TRAINED),  # numpy's: 32-bit
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100", bounds=AT_LEAST_ONE),
     # sampling divides the logits by it: 1e-300 gives inf
     "TEMPERATURE": _s("float", "multilingual datasets: sampling temperature over pairs",
-                      bounds=(1e-3, None, True)),
+                      bounds=(1e-3, None, True), affects=TRAINED),
     # model width
-    "EMBED_DIM": _s("int", "model width", bounds=AT_LEAST_ONE),
-    "FFN_DIM": _s("int", "feed-forward width", bounds=AT_LEAST_ONE),
-    "HEADS": _s("int", "attention heads", bounds=AT_LEAST_ONE),
+    "EMBED_DIM": _s("int", "model width", bounds=AT_LEAST_ONE, affects=TRAINED),
+    "FFN_DIM": _s("int", "feed-forward width", bounds=AT_LEAST_ONE, affects=TRAINED),
+    "HEADS": _s("int", "attention heads", bounds=AT_LEAST_ONE, affects=TRAINED),
     # optimisation
-    "LR": _s("float", "peak learning rate", bounds=(0, None, False)),
+    "LR": _s("float", "peak learning rate", bounds=(0, None, False), affects=TRAINED),
     # fairseq's inverse_sqrt schedule divides by the warmup
-    "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE),
+    "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE, affects=TRAINED),
     "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup",
-                         bounds=(0, None, True)),
-    "ADAM_BETAS": _s("betas", "Adam betas, as (0.9, 0.98)"),
-    "CLIP_NORM": _s("float", "gradient clipping (0 = none)", bounds=(0, None, True)),
-    "WEIGHT_DECAY": _s("float", "weight decay", bounds=(0, None, True)),
-    "DROPOUT": _s("float", "dropout", bounds=(0, 1, True)),
-    "LABEL_SMOOTHING": _s("float", "label smoothing", bounds=(0, 1, True)),
+                         bounds=(0, None, True), affects=TRAINED),
+    "ADAM_BETAS": _s("betas", "Adam betas, as (0.9, 0.98)", affects=TRAINED),
+    "CLIP_NORM": _s("float", "gradient clipping (0 = none)", bounds=(0, None, True),
+                    affects=TRAINED),
+    "WEIGHT_DECAY": _s("float", "weight decay", bounds=(0, None, True), affects=TRAINED),
+    "DROPOUT": _s("float", "dropout", bounds=(0, 1, True), affects=TRAINED),
+    "LABEL_SMOOTHING": _s("float", "label smoothing", bounds=(0, 1, True), affects=TRAINED),
     "TOKENS_PER_UPDATE": _s("int", "effective batch in tokens, kept by --update-freq",
-                            bounds=AT_LEAST_ONE),
+                            bounds=AT_LEAST_ONE, affects=TRAINED),
     "MAX_UPDATE": _s("int", "updates per run (0 = MAX_EPOCH decides)"),
     "MAX_EPOCH": _s("int", "epochs per run (0 = MAX_UPDATE decides)"),
     "SAVE_INTERVAL_UPDATES": _s("int", "checkpoint every N updates", bounds=AT_LEAST_ONE),
@@ -162,10 +180,10 @@ SETTINGS: Dict[str, Setting] = {
                              "parser, so that an option the recipe or a setting decides "
                              "(--arch or -a, --lr, --save-dir, ...) is refused, naming the "
                              "setting to use, and so is one that reads or writes outside the "
-                             "run (--restore-file, --tensorboard-logdir, ...)"),
+                             "run (--restore-file, --tensorboard-logdir, ...)", affects=TRAINED),
     # machine
     "MAX_TOKENS": _s("int", "tokens per process per step", bounds=AT_LEAST_ONE),
-    "PRECISION": _s("fp16|bf16|fp32", "training precision"),
+    "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
     "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows",
                             bounds=AT_LEAST_ONE),
@@ -272,6 +290,27 @@ def typed(name: str, text: str):
     if kind == "ints":
         return tuple(int(n) for n in text.split())
     return text
+
+
+def affecting(*what: str) -> Tuple[str, ...]:
+    """The settings declared to affect WHAT (``DATA``, ``TRAINED``): read from the
+    declarations, so that a new setting is compared once it is tagged there."""
+    return tuple(name for name, setting in SETTINGS.items() if setting.affects in what)
+
+
+def changed(names, before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
+    """``NAME=<before> before, <now> now`` for each of NAMES whose value differs, compared as
+    its kind reads it (LR 1e-3 is 0.001); an unset one is ``(unset)``."""
+    def value(values, name):
+        if name not in values:
+            return None
+        try:
+            return typed(name, str(values[name]))
+        except ValueError:  # a record edited by hand: its text
+            return str(values[name])
+
+    return [f"{name}={before.get(name, '(unset)')} before, {now.get(name, '(unset)')} now"
+            for name in names if value(before, name) != value(now, name)]
 
 
 @dataclass

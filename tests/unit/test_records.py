@@ -1,0 +1,72 @@
+"""The recipes' records (recipes/records.py): every kind carries its schema, is written and read
+in one place, and a record this code cannot read is refused in one line naming it; records
+written before the schema field existed are read as version 1 of their kind."""
+
+import ast
+import json
+import os
+
+import pytest
+
+from deepnet_fairseq.recipes import records
+from deepnet_fairseq.recipes.records import KINDS, read_record, write_record
+from deepnet_fairseq.storage.fileio import RecordError
+from support import REPO
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_kind_is_read_back_as_written(tmp_path, kind):
+    path = str(tmp_path / "r.json")
+    write_record(path, kind, {"status": "ok", "n": 3})
+    assert json.loads(open(path).read())["schema"] == {"kind": kind, "version": KINDS[kind]}
+    assert read_record(path, kind) == {"status": "ok", "n": 3}
+    assert read_record(str(tmp_path / "none.json"), kind) is None
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_a_record_without_schema_is_version_1_of_its_kind(tmp_path, kind):
+    # as under results/*/runs/, written before the field existed
+    (tmp_path / "r.json").write_text('{"status": "ok"}')
+    assert read_record(str(tmp_path / "r.json"), kind) == {"status": "ok"}
+
+
+@pytest.mark.parametrize("text,why", [
+    ('{"schema": {"kind": "status", "version": 2}}', "schema version 2, which this"),
+    ('{"schema": {"kind": "status", "version": 0}}', "schema version 0, which this"),
+    ('{"schema": {"kind": "eval", "version": 1}}', "a record of kind eval where one of kind status"),
+    ('{"schema": {"kind": "status"}}', "malformed schema field"),
+    ('{"schema": [1]}', "malformed schema field"),
+    ('{"status": "ok"', "unreadable record"),
+    ('[]', "not a record"),
+])
+def test_a_record_this_code_cannot_read_is_refused_naming_it(tmp_path, text, why):
+    path = tmp_path / "status.json"
+    path.write_text(text)
+    with pytest.raises(RecordError) as error:
+        read_record(str(path), "status")
+    message = str(error.value)
+    assert message.startswith(f"{path}: ") and why in message and "\n" not in message
+
+
+def _calls(name):
+    """(module, line) of every call of NAME in the package."""
+    found = []
+    for directory, _, files in os.walk(os.path.join(REPO, "deepnet_fairseq")):
+        for file in files:
+            if file.endswith(".py"):
+                path = os.path.join(directory, file)
+                for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                    if isinstance(node, ast.Call) and name in (
+                            getattr(node.func, "id", None), getattr(node.func, "attr", None)):
+                        found.append((os.path.relpath(path, REPO), node.lineno))
+    return found
+
+
+def test_records_are_read_and_written_in_one_place():
+    """No JSON record is read but through records.py; none written but through it, except
+    the stage timings of prepare (stages.json: figures, not a record any step decides by)."""
+    here = os.path.relpath(records.__file__, REPO)
+    assert {m for m, _ in _calls("read_json")} <= {here}
+    writers = {m for m, _ in _calls("write_json")} - {here}
+    assert writers == {os.path.join("deepnet_fairseq", "recipes", "data", "prepare.py")}
+    assert len([1 for m, _ in _calls("write_json") if m in writers]) == 1  # Stages
