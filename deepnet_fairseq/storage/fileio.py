@@ -35,13 +35,29 @@ class OutputIsInput(ValueError):
 
 def check_output(path: str, inputs=()) -> None:
     """Refuse an output that is one of ``inputs`` (the same file, by device and inode, through
-    any link or other spelling): writing it would destroy what the command reads."""
+    any link or other spelling) or, a directory (which the writer replaces), holds one:
+    writing it would destroy what the command reads."""
     if not os.path.exists(path):
         return
     for given in inputs:
-        if given and os.path.exists(given) and os.path.samefile(path, given):
+        if not given or not os.path.exists(given):
+            continue
+        if os.path.samefile(path, given):
             raise OutputIsInput(f"{path} is the input {given}: refusing to write over it; "
                                 f"choose another output")
+        if os.path.isdir(path) and _within(given, path):
+            raise OutputIsInput(f"{path} holds the input {given}: refusing to replace it; "
+                                f"choose another output")
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether ``path`` (resolved) lies below ``directory``, by device and inode."""
+    current = os.path.realpath(path)
+    while os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+        if os.path.samefile(current, directory):
+            return True
+    return False
 
 
 # ---- temporaries: one output's, one process's ---------------------------------------------
@@ -249,11 +265,13 @@ def ensure_directory(path: str) -> str:
 # ---- directories built whole --------------------------------------------------------------
 
 @contextlib.contextmanager
-def directory_published(output_dir: str, kind: str):
+def directory_published(output_dir: str, kind: str, inputs=()):
     """A new, empty directory beside ``output_dir`` to build an output in; when the block ends
     without an error it becomes ``output_dir`` at once (one rename; an existing one, which the
     caller allowed, is replaced), else it is removed. Stale ones of killed runs are removed
-    first (``remove_stale_temporaries``)."""
+    first (``remove_stale_temporaries``). An ``output_dir`` that is or holds one of ``inputs``
+    is refused (``check_output``)."""
+    check_output(output_dir, inputs)
     parent = os.path.dirname(os.path.abspath(output_dir))
     os.makedirs(parent, exist_ok=True)
     remove_stale_temporaries(output_dir, kind)

@@ -84,6 +84,24 @@ def test_an_atomic_output_replaces_a_link_not_its_target(tmp_path):
         fileio.write_atomically(str(outside), "x", inputs=[str(tmp_path / "." / "outside.txt")])
 
 
+def test_a_directory_output_holding_an_input_is_refused(tmp_path):
+    """A directory output is replaced whole: one that holds an input (at any depth, through a
+    link) is refused, by check_output and by directory_published, and nothing is touched."""
+    data = tmp_path / "work" / "data"
+    data.mkdir(parents=True)
+    (data / "dict.txt").write_text("keep")
+    (tmp_path / "link").symlink_to(tmp_path / "work")
+    for output in (data, tmp_path / "work", tmp_path / "link"):
+        with pytest.raises(fileio.OutputIsInput, match="holds the input|is the input"):
+            fileio.check_output(str(output), [str(data / "dict.txt")])
+        with pytest.raises(fileio.OutputIsInput):
+            with fileio.directory_published(str(output), "x-", inputs=[str(data / "dict.txt")]):
+                pass
+    fileio.check_output(str(tmp_path / "work"), [str(tmp_path / "elsewhere.txt")])
+    assert (data / "dict.txt").read_text() == "keep"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "work"]
+
+
 # ---- no module outside the file layer writes a file --------------------------------------------
 
 FILE_LAYER = {"storage/fileio.py", "storage/directories.py"}

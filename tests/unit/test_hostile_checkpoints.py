@@ -256,7 +256,7 @@ OTHER_ROWS = [
     # outputs that would destroy an input: refused, even with --force
     Row("export-output-is-input", good_as("in.pt"),
         export_("{t}/in.pt", "--output", "{t}/in.pt", "--force"), 2,
-        "--output {t}/in.pt is the input {t}/in.pt: writing it would destroy the input",
+        "--output {t}/in.pt is the input {t}/in.pt: refusing to write over it",
         ("in.pt",)),
     Row("export-output-links-to-input", both(good_as("in.pt"), symlink("link.pt", "in.pt")),
         export_("{t}/in.pt", "--output", "{t}/link.pt", "--force"), 2,
