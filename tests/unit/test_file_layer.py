@@ -102,6 +102,51 @@ def test_a_directory_output_holding_an_input_is_refused(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "work"]
 
 
+# each door of the layer that writes, replaces or deletes under a directory, given one
+LAYER_DOORS = {
+    "make_dirs": lambda d: __import__("deepnet_fairseq.storage.directories",
+                                      fromlist=["x"]).make_dirs(os.path.join(d, "new")),
+    "remove_tree": lambda d: __import__("deepnet_fairseq.storage.directories",
+                                        fromlist=["x"]).remove_tree(os.path.join(d, "sub")),
+    "atomic_open": lambda d: fileio.write_atomically(os.path.join(d, "a.txt"), "x"),
+    "create_new": lambda d: fileio.create_new(os.path.join(d, "new.txt")).close(),
+    "open_no_follow": lambda d: fileio.open_no_follow(os.path.join(d, "log.txt")).close(),
+    "overwrite_in_place": lambda d: fileio.overwrite_in_place(os.path.join(d, "theirs.txt"), "x"),
+    "move": lambda d: fileio.move(os.path.join(d, "theirs.txt"), os.path.join(d, "moved.txt")),
+    "remove_file": lambda d: fileio.remove_file(os.path.join(d, "theirs.txt")),
+    "ensure_directory": lambda d: fileio.ensure_directory(os.path.join(d, "new")),
+    "directory_published": lambda d: fileio.directory_published(
+        os.path.join(d, "out"), "x-").__enter__(),
+}
+
+
+@pytest.mark.parametrize("door", sorted(LAYER_DOORS))
+@pytest.mark.parametrize("depth", [0, 1], ids=["link-is-the-directory", "link-above-it"])
+def test_no_door_of_the_layer_follows_a_link_planted_in_a_marked_directory(tmp_path, door,
+                                                                          depth):
+    """A directory of the recipes (marked) holding a link to someone else's directory: every
+    writer of the layer refuses a path through it (ELOOP, naming the link), and the directory
+    it points to is unchanged. A link above the marked directories is followed (the user's)."""
+    from deepnet_fairseq.storage.directories import make_dirs
+
+    users = tmp_path / "users-link"
+    (tmp_path / "real").mkdir()
+    users.symlink_to(tmp_path / "real")  # a DEEPNET_WORK that is a link: fine
+    ours = make_dirs(str(users / "work"))
+    theirs = tmp_path / "theirs"
+    (theirs / "sub").mkdir(parents=True)
+    (theirs / "theirs.txt").write_text("keep")
+    (theirs / "sub" / ".deepnet-recipes").write_text("")  # a marker there changes nothing
+    link = os.path.join(ours, "checkpoints")
+    os.symlink(theirs, link)
+    before = sorted(str(p) for p in theirs.rglob("*"))
+    with pytest.raises(OSError, match="a symbolic link") as refused:
+        LAYER_DOORS[door](link if depth == 0 else os.path.join(link, "sub"))
+    assert refused.value.filename == link
+    assert sorted(str(p) for p in theirs.rglob("*")) == before
+    assert (theirs / "theirs.txt").read_text() == "keep"
+
+
 # ---- no module outside the file layer writes a file --------------------------------------------
 
 FILE_LAYER = {"storage/fileio.py", "storage/directories.py"}

@@ -91,6 +91,76 @@ def test_a_run_directory_the_recipes_did_not_create_is_left_alone(tmp_path, monk
     assert (mine / "config.json").read_text() == "the user's own\n"
 
 
+class _FairseqStarted(Exception):
+    pass
+
+
+def _train_until_fairseq(monkeypatch, capsys, work):
+    """Run the train step up to the start of fairseq-train (not run): (status, stderr,
+    fairseq's command or None, what every directory under WORK held then)."""
+    seen = {}
+
+    def fairseq(command, *args, **kwargs):
+        seen["command"] = command
+        seen["marked"] = {p: workdir.is_ours(p) for p in _directories(work)}
+        raise _FairseqStarted
+
+    monkeypatch.setattr(runner, "run_forwarding", fairseq)
+    try:
+        code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    except _FairseqStarted:
+        code, err = None, capsys.readouterr().err
+    return code, err, seen.get("command"), seen.get("marked", {})
+
+
+def _directories(work):
+    return sorted(str(p) for p in work.rglob("*") if p.is_dir() and not p.is_symlink())
+
+
+def _handed_over(work, command):
+    """The directories under WORK in fairseq's command line: its data and --save-dir."""
+    return [arg for arg in command if arg.startswith(str(work) + os.sep)]
+
+
+def _trained_once(tmp_path, monkeypatch, capsys):
+    work = prepared_work(tmp_path)
+    (work / "data" / "bin" / "dict.en.txt").write_text("a 1\n")
+    code, err, command, marked = _train_until_fairseq(monkeypatch, capsys, work)
+    assert command, err
+    return work, command, marked
+
+
+def test_every_directory_handed_to_fairseq_is_made_and_marked_first(tmp_path, monkeypatch,
+                                                                     capsys):
+    work, command, marked = _trained_once(tmp_path, monkeypatch, capsys)
+    for directory in _handed_over(work, command):
+        assert marked.get(directory), f"{directory} handed to fairseq unmade or unmarked"
+    assert all(marked.values()), [d for d, ours in marked.items() if not ours]
+
+
+def test_a_link_planted_for_a_directory_of_a_run_is_not_followed(tmp_path, monkeypatch, capsys):
+    """Each directory the train step makes or hands to fairseq (found by running it, up to
+    fairseq), replaced by a link to a copy elsewhere, marker included: the step stops with
+    one line naming the link before fairseq starts, and nothing elsewhere changes."""
+    import shutil
+
+    work, _, marked = _trained_once(tmp_path / "first", monkeypatch, capsys)
+    relative = [os.path.relpath(d, work) for d in marked if d != str(work)]
+    relative = [r for r in relative if not r.startswith("data")]  # read here, made by prepare
+    assert {"runs", "runs/deepnet-1L-1L", "runs/deepnet-1L-1L/checkpoints"} <= set(relative)
+    for number, name in enumerate(relative):
+        case = tmp_path / f"case-{number}"
+        shutil.copytree(work, case / "work", symlinks=True)
+        elsewhere = case / "elsewhere"
+        shutil.move(case / "work" / name, elsewhere)
+        (case / "work" / name).symlink_to(elsewhere, target_is_directory=True)
+        before = {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+        code, err, command, _ = _train_until_fairseq(monkeypatch, capsys, case / "work")
+        assert command is None and code == 1, (name, err)
+        assert err.strip().splitlines()[-1].startswith(f"error: {case / 'work' / name}: a symbolic link"), err
+        assert {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+
+
 def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypatch, capsys):
     work = prepared_work(tmp_path)
     run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
