@@ -57,17 +57,19 @@ class OutputIsInput(ValueError):
 
 
 def check_output(path: str, inputs=()) -> None:
-    """Refuse an output that is one of ``inputs`` (the same file, by device and inode, through
-    any link or other spelling) or, a directory (which the writer replaces), holds one:
-    writing it would destroy what the command reads."""
+    """Refuse an existing output that is one of ``inputs`` (the same file, by device and inode,
+    through any link or other spelling), lies in an input directory (a file the command may
+    read), or, a directory (which the writer replaces), holds an input: writing it would
+    destroy what the command reads. A new file may go anywhere."""
     if not os.path.exists(path):
         return
     for given in inputs:
         if not given or not os.path.exists(given):
             continue
-        if os.path.samefile(path, given):
-            raise OutputIsInput(f"{path} is the input {given}: refusing to write over it; "
-                                f"choose another output")
+        same = os.path.samefile(path, given)
+        if same or (os.path.isdir(given) and _within(path, given)):
+            raise OutputIsInput(f"{path} {'is' if same else 'is in'} the input {given}: "
+                                f"refusing to write over it; choose another output")
         if os.path.isdir(path) and _within(given, path):
             raise OutputIsInput(f"{path} holds the input {given}: refusing to replace it; "
                                 f"choose another output")
@@ -318,6 +320,22 @@ def directory_published(output_dir: str, kind: str, inputs=()):
 
 
 @contextlib.contextmanager
+def temporary_beside(output: str, inputs=()):
+    """A new directory beside ``output`` for a program that writes its files itself
+    (sentencepiece), to ``move`` them into place from inside the block; removed when the block
+    ends, whatever happens. Named as the layer's temporaries are, so that a killed run's is
+    removed by the next writer of ``output``."""
+    check_output(output, inputs)
+    parent = os.path.dirname(os.path.abspath(output))
+    refuse_planted_links(parent)
+    with naming(output):
+        os.makedirs(parent, exist_ok=True)
+        remove_stale_temporaries(output)
+        with tempfile.TemporaryDirectory(dir=parent, prefix=temporary_prefix(output)) as tmp:
+            yield tmp
+
+
+@contextlib.contextmanager
 def scratch_directory():
     """A private temporary directory for intermediate files, removed when the block ends."""
     with tempfile.TemporaryDirectory(prefix="deepnet-") as tmp:
@@ -364,15 +382,25 @@ def describe_os_error(err: OSError) -> str:
     return f"{path}: {err.strerror or err}" + (f"; {advice}" if advice else "")
 
 
+def is_disk_error(err: BaseException) -> bool:
+    """Whether ``err`` is one of ``DISK_ERRORS``: a tool that turns its input errors into a
+    usage error lets these through, to end as ``one_line_os_errors`` says."""
+    return isinstance(err, OSError) and err.errno in DISK_ERRORS
+
+
 def one_line_os_errors(main):
     """A console script's ``main`` whose disk errors (``DISK_ERRORS``) end in one line naming
-    the path, status 1, instead of a traceback."""
+    the path, status 1, and whose output onto an input (``OutputIsInput``) in one line, status
+    2 (a usage error), instead of a traceback."""
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
         try:
             return main(*args, **kwargs)
+        except OutputIsInput as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
         except OSError as err:
-            if err.errno not in DISK_ERRORS:
+            if not is_disk_error(err):
                 raise
             print(f"error: {describe_os_error(err)}", file=sys.stderr)
             raise SystemExit(1) from None

@@ -237,26 +237,66 @@ def test_the_scan_sees_each_kind_of_write(code, flagged):
 
 # ---- disk errors: one line naming the path, from every tool -----------------------------------
 
-def console_script_mains():
-    """Every console script of setup.py and every ``python -m`` tool that writes, as
-    (name, function)."""
-    import importlib
-    import re as regex
+def _writing_programs():
+    from hostile_tools import PRINT_ONLY, programs
 
-    with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
-        scripts = regex.findall(r'"(deepnet-[\w-]+)=([\w.]+):(\w+)"', f.read())
-    tools = [(module, module, "main") for module in (
-        "deepnet_fairseq.recipes.reporting.curves", "deepnet_fairseq.recipes.reporting.lr_transfer",
-        "deepnet_fairseq.recipes.reporting.report")]
-    return [(name, getattr(importlib.import_module(module), function))
-            for name, module, function in scripts + tools
-            if name not in ("deepnet-user-dir", "deepnet-model-options")]  # they only print
+    return sorted((name, spec) for name, spec in programs().items() if name not in PRINT_ONLY)
 
 
-@pytest.mark.parametrize("name,main", console_script_mains(), ids=lambda x: x if isinstance(x, str) else "")
-def test_every_tool_ends_a_disk_error_in_one_line(name, main):
-    assert getattr(main, "disk_errors_in_one_line", False), (
+@pytest.mark.parametrize("name,spec", _writing_programs())
+def test_every_tool_ends_a_disk_error_in_one_line(name, spec):
+    """Every program of the package that writes (found, not listed: hostile_tools.programs)."""
+    from hostile_tools import function
+
+    assert getattr(function(spec), "disk_errors_in_one_line", False), (
         f"{name}: its main is not wrapped by storage.fileio.one_line_os_errors")
+
+
+def test_an_output_onto_an_input_anywhere_in_a_tool_is_one_line(tmp_path, capsys):
+    """curves --export DIR where DIR/<run> is the run itself (its parent given): refused in
+    one line, status 2, the run unchanged; and any OutputIsInput a wrapped main lets through
+    ends the same way."""
+    from deepnet_fairseq.recipes.reporting import curves
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "valid_loss.csv").write_text("num_updates,valid_loss_bits\n10,5.0\n")
+    (run / "status.json").write_text("{}")
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    with pytest.raises(SystemExit) as stopped:
+        curves.main([str(run), "--export", str(tmp_path)])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{run} is the input {run}" in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+    @fileio.one_line_os_errors
+    def main():
+        fileio.write_atomically(str(run / "status.json"), "x", inputs=[str(run)])
+
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {run / 'status.json'} is in the input {run}: refusing to write over it; "
+        f"choose another output")
+
+
+def test_sentencepiece_writes_into_a_temporary_of_the_layer(tmp_path):
+    """spm.train has sentencepiece write into a directory named as the layer's temporaries:
+    one a killed run left (its process gone) is removed by the next run; nothing else stays."""
+    from deepnet_fairseq import spm
+
+    text = tmp_path / "text.txt"
+    words = "the quick brown fox jumps over a lazy dog while seven cats sleep".split()
+    text.write_text("".join(" ".join(words[k:] + words[:k]) + "\n" for k in range(40)))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".tmp-m.model.{dead}.abcd1234"
+    stale.mkdir()
+    (stale / "spm.model").write_bytes(b"half")
+    spm.train([str(text)], str(tmp_path / "m"), 32)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.model", "m.vocab", "text.txt"]
 
 
 def test_a_full_disk_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):

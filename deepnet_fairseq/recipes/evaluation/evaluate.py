@@ -45,7 +45,7 @@ from .. import write_json
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ...storage.fileio import remove_file
+from ...storage.fileio import one_line_os_errors, remove_file
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -298,6 +298,7 @@ def reference(references: str, direction: str) -> str:
     raise FileNotFoundError(f"no reference for {direction} in {references} (test.{src}-{tgt}.{tgt})")
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.evaluate",
                                      description=__doc__,

@@ -24,6 +24,7 @@ import time
 from typing import Dict, Optional
 
 from .. import write_json
+from ...storage.fileio import one_line_os_errors
 from ...fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
@@ -153,6 +154,7 @@ class DecodeProgress:
                     + eta(done, self.total, self.first, now))
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.run.runlog",
                                      description=__doc__,
@@ -173,7 +175,7 @@ def main(argv=None) -> None:
     for item in args.meta:
         key, _, value = item.partition("=")
         result[key] = int(value) if value.isdigit() else value
-    write_json(args.out, result)
+    write_json(args.out, result, inputs=[args.log])
     print(f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""),
           file=sys.stderr)
 
