@@ -336,9 +336,10 @@ def temporary_beside(output: str, inputs=()):
 
 
 @contextlib.contextmanager
-def scratch_directory():
-    """A private temporary directory for intermediate files, removed when the block ends."""
-    with tempfile.TemporaryDirectory(prefix="deepnet-") as tmp:
+def scratch_directory(parent=None):
+    """A private temporary directory for intermediate files (in ``parent``, else the system's
+    temporary directory), removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="deepnet-", dir=parent) as tmp:
         yield tmp
 
 

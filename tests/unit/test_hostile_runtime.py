@@ -157,7 +157,8 @@ def test_a_link_planted_for_a_directory_of_a_run_is_not_followed(tmp_path, monke
         before = {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
         code, err, command, _ = _train_until_fairseq(monkeypatch, capsys, case / "work")
         assert command is None and code == 1, (name, err)
-        assert err.strip().splitlines()[-1].startswith(f"error: {case / 'work' / name}: a symbolic link"), err
+        last = err.strip().splitlines()[-1]
+        assert last.startswith(f"error: {case / 'work' / name}: a symbolic link"), err
         assert {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
 
 
