@@ -20,15 +20,14 @@ read-only file system for real: ``integration/test_read_only_disk.py``."""
 
 import ctypes
 import errno
-import io
 import os
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from hostile_tools import (ELSEWHERE, PRINT_ONLY, TABLE, WRITES_WITHOUT_OUTPUT_ARGUMENT,
+from hostile_tools import (ELSEWHERE, PRINT_ONLY, TABLE, WRITES_WITHOUT_OUTPUT_ARGUMENT, Output,
                            call as _call, output_arguments, programs)
+from support import REPO
 
 
 def test_every_program_is_in_the_table_or_says_why_not():
@@ -70,7 +69,10 @@ def _case_id(output):
     return f"{output.tool}{output.option}"
 
 
-FILE_OUTPUTS = [o for o in TABLE if not o.directory]
+# the file outputs the table names an input for (spm's is a text it would not name .model)
+FILE_OUTPUTS = [o for o in TABLE if not o.directory
+                and o.inputs is not Output.__dataclass_fields__["inputs"].default]
+CODES = [errno.EROFS, errno.EACCES, errno.ENOSPC]
 
 
 @pytest.mark.parametrize("output", FILE_OUTPUTS, ids=_case_id)
@@ -162,7 +164,7 @@ class _Refusing:
         monkeypatch.setattr(tempfile, "mkdtemp", guarded_mkdtemp)
 
 
-@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.ENOSPC],
+@pytest.mark.parametrize("code", CODES,
                          ids=lambda code: errno.errorcode[code])
 @pytest.mark.parametrize("output", TABLE, ids=_case_id)
 def test_a_disk_that_refuses_the_output_is_one_line_and_leaves_nothing(
@@ -250,3 +252,14 @@ def test_a_directory_the_user_may_not_write_is_one_line_and_leaves_nothing(
     assert lines[-1].startswith(f"error: {out}") and os.strerror(errno.EACCES) in lines[-1], \
         lines[-1]
     assert list(out.iterdir()) == []
+
+
+def test_the_docs_count_the_cases():
+    """docs/running.md gives this table's number of cases and the read-only file system's
+    (integration/test_read_only_disk.py, one per output): kept true here."""
+    cases = len(FILE_OUTPUTS) + len(TABLE) * (1 + len(CODES) + 1)
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
+        text = " ".join(handle.read().split())
+    assert f"{len(TABLE)} outputs of {len({o.tool for o in TABLE})} programs" in text
+    assert f"{cases} cases in all" in text
+    assert f"test_read_only_disk.py`, {len(TABLE)} cases" in text
