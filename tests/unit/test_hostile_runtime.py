@@ -304,6 +304,32 @@ def test_evaluation_leaves_an_eval_directory_it_did_not_create_alone(tmp_path, c
     assert (run_dir / directory / "mine.txt").read_text() == "x"
 
 
+@pytest.mark.parametrize("directory", ["eval", "eval.tmp"])
+def test_evaluation_follows_no_link_planted_for_its_directories(tmp_path, capsys, directory):
+    """In a run directory of the recipes, eval/ or eval.tmp/ (fairseq-generate's
+    --results-path) as a link to a marked directory elsewhere: refused in one line naming the
+    link, before anything is generated; what it points to is unchanged."""
+    from deepnet_fairseq.recipes.evaluation import evaluate
+
+    run_dir = workdir.make_dirs(str(tmp_path / "run"))
+    checkpoints = workdir.make_dirs(os.path.join(run_dir, "checkpoints"))
+    with open(os.path.join(checkpoints, "checkpoint_last.pt"), "wb"):
+        pass
+    elsewhere = workdir.make_dirs(str(tmp_path / "elsewhere"))
+    with open(os.path.join(elsewhere, "theirs.txt"), "w") as handle:
+        handle.write("keep")
+    os.symlink(elsewhere, os.path.join(run_dir, directory))
+    before = sorted(os.listdir(elsewhere))
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(["--run-dir", run_dir, "--average-last", "1", "--directions", "en-de",
+                       "--references", str(tmp_path), "--", str(tmp_path)])
+    assert exit_.value.code in (1, 2)
+    err = capsys.readouterr().err
+    assert os.path.join(run_dir, directory) in err.strip().splitlines()[-1], err
+    assert "Traceback" not in err
+    assert sorted(os.listdir(elsewhere)) == before
+
+
 @pytest.mark.parametrize("count", ["0", "-2"])
 def test_evaluation_averages_at_least_one_checkpoint(tmp_path, capsys, count):
     from deepnet_fairseq.recipes.evaluation import evaluate

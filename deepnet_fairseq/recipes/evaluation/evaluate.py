@@ -45,7 +45,7 @@ from .. import write_json
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ...storage.fileio import one_line_os_errors, remove_file
+from ...storage.fileio import one_line_os_errors, refuse_planted_links, remove_file
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -332,6 +332,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     if not os.path.isfile(last):
         parser.error(f"no {last}: train the run first")
     for directory in (work, os.path.join(args.run_dir, "eval")):
+        refuse_planted_links(directory)  # a link to a marked directory elsewhere: not ours
         if os.path.lexists(directory) and not is_ours(directory):
             parser.error(f"{directory} exists and the recipes did not create it (no {MARKER} "
                          "in it): move it away, then evaluate again")
