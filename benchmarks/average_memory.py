@@ -30,7 +30,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Dict, List
 
@@ -93,8 +92,10 @@ def write_corpus(directory: str, vocab: int, lines: int, seed: int = 0) -> None:
     words = [f"w{i}" for i in range(vocab)]
     order = words * (1 + lines * 10 // vocab)
     rng.shuffle(order)
-    with open(os.path.join(directory, "train.src"), "w") as src, \
-            open(os.path.join(directory, "train.tgt"), "w") as tgt:
+    from deepnet_fairseq.storage.fileio import create_new
+
+    with create_new(os.path.join(directory, "train.src")) as src, \
+            create_new(os.path.join(directory, "train.tgt")) as tgt:
         for i in range(lines):
             sentence = order[i * 10:(i + 1) * 10] or rng.sample(words, 10)
             src.write(" ".join(sentence) + "\n")
@@ -183,7 +184,9 @@ def main(argv=None) -> None:
         print(json.dumps(measure(args.measure, args.output, args.paths)))
         return
 
-    with tempfile.TemporaryDirectory(dir=args.work) as work:
+    from deepnet_fairseq.storage.fileio import remove_file, scratch_directory, write_json
+
+    with scratch_directory(args.work) as work:
         if args.checkpoints:
             paths = last_update_checkpoints(args.checkpoints)
         else:
@@ -198,11 +201,10 @@ def main(argv=None) -> None:
             if child.returncode != 0:
                 raise SystemExit(f"{method} failed:\n{child.stderr[-3000:]}")
             rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
-            os.remove(output)
+            remove_file(output)
         print(table(rows, model_parameters(paths[-1]), os.path.getsize(paths[-1])))
         if args.json:
-            with open(args.json, "w") as handle:
-                json.dump(rows, handle, indent=2)
+            write_json(args.json, rows, inputs=paths)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ sys.path.insert(0, REPO)
 
 from deepnet_fairseq import USER_DIR  # noqa: E402
 from deepnet_fairseq.recipes import write_json  # noqa: E402
+from deepnet_fairseq.storage.fileio import atomic_open, ensure_directory, write_atomically  # noqa: E402
 from deepnet_fairseq.recipes.evaluation.score import hypotheses, score_direction  # noqa: E402
 
 BEAM = 5
@@ -60,8 +61,7 @@ def fairseq_generate(args, checkpoint: str, plugin: bool, output: str) -> float:
     if plugin:
         command += ["--user-dir", USER_DIR]
     text = run(command, env)
-    with open(output, "w", encoding="utf-8") as out:
-        out.write(text)
+    write_atomically(output, text, inputs=[checkpoint, args.data, args.spm])
     match = re.search(r"Translated ([\d,]+) sentences .* in ([\d.]+)s", text)
     if not match:
         sys.exit(f"error: no 'Translated N sentences' line in {output}")
@@ -81,7 +81,7 @@ def ctranslate2_generate(args, model_dir: str, output: str) -> float:
     results = translator.translate_batch(sources, beam_size=BEAM, max_batch_size=args.batch_size,
                                          max_decoding_length=200, min_decoding_length=1)
     seconds = time.perf_counter() - start
-    with open(output, "w", encoding="utf-8") as out:
+    with atomic_open(output, inputs=[args.source_pieces]) as out:
         for i, result in enumerate(results):
             text = "".join(result.hypotheses[0]).replace("\u2581", " ").strip()
             out.write(f"D-{i}\t0\t{text}\n")
@@ -151,7 +151,7 @@ def main(argv=None) -> None:
             setattr(args, name, os.path.normpath(os.path.join(args.run_dir, relative)))
         if name != "out" and not os.path.exists(getattr(args, name)):
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} does not exist")
-    os.makedirs(args.out, exist_ok=True)
+    ensure_directory(args.out)
     exported = os.path.join(args.out, "exported.pt")
     models = {"fp32": os.path.join(args.out, "ctranslate2-fp32"),
               "int8": os.path.join(args.out, "ctranslate2-int8")}

@@ -84,6 +84,8 @@ from deepnet_fairseq.recipes.run.launch import (method_args, paths, plan_layout,
 from deepnet_fairseq.recipes.evaluation.score import hypotheses  # noqa: E402
 from deepnet_fairseq.recipes.spec.settings import PREFIX, SETTINGS, resolve  # noqa: E402
 from deepnet_fairseq.storage.directories import make_dirs, remove_tree  # noqa: E402
+from deepnet_fairseq.storage.fileio import (create_new, move, open_no_follow,  # noqa: E402
+                                            remove_stale_temporaries, temporary_prefix)
 
 PRECISIONS = ("fp16", "bf16")
 DATASET = "wmt17"  # the recipe whose runtime the check runs: SOURCE=multi30k, its own sizes
@@ -320,16 +322,20 @@ def run_logged(cmd: List[str], log_path: str, env: Dict[str, str]) -> int:
     """Run CMD (through the recipes' runner: signals passed on, it dies with the check) with
     its output going to LOG_PATH, written under a temporary name and renamed at the end; the
     exit status, 127 when the program is missing."""
-    tmp = f"{log_path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as log:
+    # named as the layer's temporaries, so that a killed check's is removed by the next
+    remove_stale_temporaries(log_path)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(log_path)),
+                       temporary_prefix(log_path) + "log")
+    with create_new(tmp) as log:
         log.write("$ " + shlex.join(cmd) + "\n")
     try:
         code, signum = run_forwarding(cmd, env, [tmp])
     except FileNotFoundError as err:
-        with open(tmp, "a", encoding="utf-8") as log:
+        with open_no_follow(tmp, "a") as log:
             log.write(f"{err}\n")
         code, signum = 127, None
-    os.replace(tmp, log_path)
+    finally:
+        move(tmp, log_path)  # what ran, however it ended
     if signum:
         raise Interrupted(signum)
     return code

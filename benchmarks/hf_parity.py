@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,7 +60,9 @@ def main() -> None:
         args.average_last = int(command[command.index("--average-last") + 1])
     lines = fairseq_lines(os.path.join(args.run_dir, "eval", args.direction,
                                        "generate-test.txt"))
-    with tempfile.TemporaryDirectory() as tmp:
+    from deepnet_fairseq.storage.fileio import scratch_directory
+
+    with scratch_directory() as tmp:
         averaged, exported = os.path.join(tmp, "averaged.pt"), os.path.join(tmp, "hf")
         subprocess.run(["deepnet-average-checkpoints", "--inputs",
                         os.path.join(args.run_dir, "checkpoints"), "--num-update-checkpoints",

@@ -32,7 +32,6 @@ import gc
 import json
 import os
 import sys
-import tempfile
 import time
 
 import torch
@@ -43,6 +42,8 @@ import deepnet_fairseq  # noqa: E402
 from deepnet_fairseq.diagnostics.common import reverse_copy_batch, write_dictionary  # noqa: E402
 from deepnet_fairseq.recipes.run.memory import GB, estimate  # noqa: E402
 from deepnet_fairseq.recipes.spec.settings import from_env  # noqa: E402
+from deepnet_fairseq.storage.fileio import (  # noqa: E402
+    scratch_directory, write_atomically, write_json)
 
 CUDA = torch.cuda.is_available()
 
@@ -173,8 +174,7 @@ def _zero_rank(rank, port, mode, data_dir, layers, sent, length, out):
         distributed.append("--fp16-no-flatten-grads")
     row = measure(data_dir, layers, precision, False, sent, length, distributed)
     row.update(rank=rank, precision=mode)
-    with open(f"{out}.rank{rank}.json", "w") as handle:
-        json.dump(row, handle)
+    write_json(f"{out}.rank{rank}.json", row)
 
 
 def measure_zero(mode, data_dir, layers, sent, length):
@@ -221,7 +221,7 @@ def main(argv=None) -> int:
     if CUDA:  # fairseq's Trainer resets the peak counter inside every train_step
         torch.cuda.reset_peak_memory_stats = lambda *a, **k: None
     rows = []
-    with tempfile.TemporaryDirectory() as data_dir:
+    with scratch_directory() as data_dir:
         write_dictionary(data_dir, words)
         print(f"{'mode':<9} {'depth':<9} {'tokens':>6} {'resident':>9} {'estimate':>9} "
               f"{'measured':>9} {'ratio':>6}  (GB = 1e9 bytes; estimate and measured: peak)")
@@ -241,8 +241,7 @@ def main(argv=None) -> int:
                   f"{row['peak'] / GB:9.3f} {row['peak'] / row['estimate']:6.3f}", flush=True)
             rows.append(row)
             if args.json:  # as it goes: a long run keeps what it measured
-                with open(args.json, "a" if len(rows) > 1 else "w", encoding="utf-8") as out:
-                    out.write(json.dumps(row) + "\n")
+                write_atomically(args.json, "".join(json.dumps(r) + "\n" for r in rows))
     return 0
 
 

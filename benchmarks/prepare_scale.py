@@ -46,6 +46,9 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from deepnet_fairseq.recipes.spec.settings import typed
+from deepnet_fairseq.storage.directories import make_dirs
+from deepnet_fairseq.storage.fileio import (ensure_directory, remove_file, scratch_directory,
+                                            write_atomically, write_json)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -142,8 +145,8 @@ def generate(root: str, pairs: int, lines: int, eval_lines: int, seed: int, say)
             if json.load(old) == params:
                 say(f"corpus: reusing {root}")
                 return langs
-        os.remove(stamp)
-    os.makedirs(root, exist_ok=True)
+        remove_file(stamp)
+    ensure_directory(root)
     english_rng = random.Random(f"{seed}-en-vocabulary")
     english = vocabulary(english_rng, "en", LATIN)
     cumulative = zipf(VOCAB_WORDS)
@@ -152,20 +155,16 @@ def generate(root: str, pairs: int, lines: int, eval_lines: int, seed: int, say)
         rng = random.Random(f"{seed}-{code}")
         words = vocabulary(rng, code, alphabet)
         directory = os.path.join(root, f"{code}-en")
-        os.makedirs(directory, exist_ok=True)
+        ensure_directory(directory)
         for split, count in (("train", lines), ("valid", eval_lines), ("test", eval_lines)):
             en_lengths = sentence_lengths(rng, count)
             x_lengths = [max(1, round(n * ratio * rng.uniform(0.75, 1.3))) for n in en_lengths]
             for lang, vocab, lengths in ((code, words, x_lengths), ("en", english, en_lengths)):
                 text = sentences(rng, vocab, cumulative, lengths)
-                tmp = os.path.join(directory, f".{split}.{lang}.tmp")
-                with open(tmp, "w", encoding="utf-8") as out:
-                    out.write("\n".join(text) + "\n")
-                os.replace(tmp, os.path.join(directory, f"{split}.{lang}"))
+                write_atomically(os.path.join(directory, f"{split}.{lang}"), "\n".join(text) + "\n")
         say(f"corpus: pair {number} of {pairs} ({code}-en) written, "
             f"{time.monotonic() - start:.0f} s")
-    with open(stamp, "w", encoding="utf-8") as out:
-        json.dump(params, out)
+    write_json(stamp, params)
     return langs
 
 
@@ -287,8 +286,9 @@ def main(argv=None) -> int:
     settings = {name: str(value) for name, value in (
         ("VOCAB", args.vocab), ("SPM_SENTENCES", args.spm_sentences),
         ("WORKERS", args.workers)) if value is not None}
-    os.makedirs(args.root, exist_ok=True)
-    work = tempfile.mkdtemp(prefix="work-", dir=args.root)
+    # a new WORK of the recipes for this run, kept for inspection (printed at the end)
+    work = make_dirs(os.path.join(ensure_directory(args.root),
+                                  f"work-{os.getpid()}-{time.time_ns()}"))
     total_s = run_prepare(work, corpus, langs, settings, say)
     data = os.path.join(work, "data")
     with open(os.path.join(data, "stages.json"), encoding="utf-8") as f:
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
                         for name in os.listdir(os.path.join(data, "clean"))
                         if name.startswith("train."))
         vocab = typed("VOCAB", resolved["VOCAB"])
-        with tempfile.TemporaryDirectory(dir=args.root) as scratch:
+        with scratch_directory(args.root) as scratch:
             for n in samples:
                 say(f"sentencepiece probe: {n:,} sentences, vocabulary {vocab}")
                 probes.append({"sentences": n, **spm_probe(inputs, vocab, n, scratch)})
@@ -362,11 +362,10 @@ def main(argv=None) -> int:
                 + [["total", hms(sum(e["seconds"] for e in extrapolated)), "", ""]],
                 ["stage", "time (extrapolated)", "peak RSS MB", "how"]))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as out:
-            json.dump({"pairs": args.pairs, "lines": args.lines, "training_pairs": pairs,
-                       "workers": workers, "cores": cores, "settings": resolved,
-                       "stages": stages, "total_s": total_s, "spm_probes": probes,
-                       "extrapolated": extrapolated, "work": work}, out, indent=1)
+        write_json(args.json, {"pairs": args.pairs, "lines": args.lines, "training_pairs": pairs,
+                               "workers": workers, "cores": cores, "settings": resolved,
+                               "stages": stages, "total_s": total_s, "spm_probes": probes,
+                               "extrapolated": extrapolated, "work": work})
     print(f"\nwork directory: {work}")
     return 0
 

@@ -26,7 +26,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
@@ -38,6 +37,7 @@ sys.path.insert(0, REPO)
 from deepnet_fairseq.diagnostics.common import (  # noqa: E402
     positive_ints, reverse_copy_batch, tiny_width_args, write_dictionary)
 from deepnet_fairseq.recipes import write_json  # noqa: E402
+from deepnet_fairseq.storage.fileio import scratch_directory  # noqa: E402
 
 ARCHS = ("transformer", "deepnet_transformer")  # fairseq's Post-LN, then ours
 
@@ -182,7 +182,7 @@ def main(argv=None) -> None:
     print(f"# {args.device}, torch {torch.__version__}, {os.cpu_count()} cpus, "
           f"threads {torch.get_num_threads()}, load average {load[0]:.2f} {load[1]:.2f} "
           f"at start; width {args.width}, batch {args.sentences} x {args.length + 1} tokens")
-    with tempfile.TemporaryDirectory() as data_dir:
+    with scratch_directory() as data_dir:
         write_dictionary(data_dir, 1000)
         args.data_dir = data_dir
         if args.max_depth:

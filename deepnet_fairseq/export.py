@@ -49,6 +49,7 @@ With ``--transformers``, also every option transformers' FSMT does not compute (
 """
 
 import argparse
+import glob
 import os
 import sys
 from typing import Dict, Optional
@@ -243,7 +244,7 @@ def export(path: str, data: Optional[str] = None) -> Dict:
 
 
 def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Optional[str],
-                   sentencepiece_model: Optional[str]) -> None:
+                   sentencepiece_model: Optional[str], inputs=()) -> None:
     """Convert an exported checkpoint with CTranslate2's fairseq converter into ``output_dir``,
     with the sentencepiece model as ``sentencepiece.model``. An existing ``output_dir`` (the
     caller allowed it: --force) is replaced once the new one is complete."""
@@ -254,7 +255,8 @@ def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Opt
     if unsupported:
         raise ExportError(f"CTranslate2's converter ignores {', '.join(unsupported)}: its model "
                           f"would not compute what this one does; use the --output checkpoint")
-    with scratch_directory() as scratch, directory_published(output_dir, "ctranslate2-") as built:
+    with scratch_directory() as scratch, directory_published(output_dir, "ctranslate2-",
+                                                                     inputs) as built:
         checkpoint = os.path.join(scratch, "exported.pt")
         # the converter assigns to the model options (args.data = ...): it needs them as the
         # Namespace fairseq-train writes, which it can read here (checkpoint_compat)
@@ -327,29 +329,25 @@ def main(argv=None) -> None:
     if args.quantization and not args.ctranslate2:
         parser.error("--quantization applies to --ctranslate2 only")
     written = []
-    inputs = [args.checkpoint, *filter(None, [args.sentencepiece_model, args.data])]
     try:
         if not os.path.isfile(args.checkpoint):
             raise ExportError(f"no such checkpoint file: {args.checkpoint}")
-        # everything checked before anything is read or written
-        problem = args.output and output_problem(args.output, inputs, args.force)
-        if problem:
-            raise ExportError(problem)
         from .hf_export import transformers_classes
 
-        for flag, directory, needs in (("--ctranslate2", args.ctranslate2, ctranslate2_converter),
-                                       ("--transformers", args.transformers,
-                                        transformers_classes)):
+        for directory, needs in ((args.ctranslate2, ctranslate2_converter),
+                                 (args.transformers, transformers_classes)):
             if directory:
                 needs()  # its package is installed
-                problem = output_problem(directory, inputs, args.force, flag, directory=True)
-                if problem:
-                    raise ExportError(problem)
+        # the outputs checked against what the arguments name before anything is read, then
+        # against all the checkpoint names (its data, dictionaries, sentencepiece model)
+        check_outputs(args, [args.checkpoint, args.sentencepiece_model, args.data])
         if (args.ctranslate2 or args.transformers) and args.sentencepiece_model \
                 and not os.path.isfile(args.sentencepiece_model):
             raise ExportError(f"no such sentencepiece model: {args.sentencepiece_model}")
+        exported = export(args.checkpoint, args.data)
+        check_outputs(args, inputs_of(args, exported))
         with signals_raise():  # a kill or Ctrl-C still removes the temporaries
-            write(args, exported=export(args.checkpoint, args.data), written=written)
+            write(args, exported=exported, written=written)
     except CheckpointError as err:
         print(err, file=sys.stderr)
         sys.exit(1)
@@ -358,10 +356,33 @@ def main(argv=None) -> None:
                      f"written)")
 
 
+def inputs_of(args, exported: Dict) -> list:
+    """Every path the export reads: the checkpoint, the data directory (--data, else the one
+    stored in the checkpoint) and its dictionaries, the sentencepiece model (given or stored)."""
+    data = args.data or exported["cfg"]["task"].get("data")
+    # every dict.*.txt: the languages may be unnamed in the checkpoint (fairseq infers them)
+    dictionaries = glob.glob(os.path.join(glob.escape(data), "dict.*.txt")) if data else []
+    return [args.checkpoint, data, *dictionaries,
+            sentencepiece_of(exported["cfg"], args.sentencepiece_model)]
+
+
+def check_outputs(args, inputs) -> None:
+    """Refuse (ExportError) an output that is one of ``inputs`` or, a directory, holds one
+    (even with --force), and an existing one without --force."""
+    for flag, path, directory in (("--output", args.output, False),
+                                  ("--ctranslate2", args.ctranslate2, True),
+                                  ("--transformers", getattr(args, "transformers", None), True)):
+        problem = path and output_problem(path, filter(None, inputs), args.force, flag,
+                                          directory=directory)
+        if problem:
+            raise ExportError(problem)
+
+
 def write(args, exported: Dict, written: list) -> None:
     """Write what main's ``args`` ask for; each path written is appended to ``written``.
     Everything that can be refused is refused before the first file is written."""
     transformers = getattr(args, "transformers", None)
+    inputs = inputs_of(args, exported)  # the layer refuses each output onto them again
     if args.ctranslate2 or transformers:
         data = data_dir(exported["cfg"]["task"]["data"], args.data)
         if args.data is None:  # export checked --data; the stored directory is checked here
@@ -375,18 +396,18 @@ def write(args, exported: Dict, written: list) -> None:
 
         converted = hf_export.convert(exported, data, spm)
     if args.output:
-        save_torch(exported, args.output)
+        save_torch(exported, args.output, inputs)
         written.append(args.output)
         print(f"wrote {args.output} (--arch {exported['cfg']['model']['arch']})",
               file=sys.stderr)
     if args.ctranslate2:
-        to_ctranslate2(exported, data, args.ctranslate2, args.quantization, spm)
+        to_ctranslate2(exported, data, args.ctranslate2, args.quantization, spm, inputs)
         print(f"wrote {args.ctranslate2} (CTranslate2, {args.quantization or 'float32'}"
               + ("" if spm else "; no sentencepiece model given: pass "
                  "--sentencepiece-model to include it") + ")", file=sys.stderr)
         written.append(args.ctranslate2)
     if transformers:
-        hf_export.save(converted, transformers, spm)
+        hf_export.save(converted, transformers, spm, inputs)
         written.append(transformers)
         print(f"wrote {transformers} (transformers FSMTForConditionalGeneration"
               + (", MarianTokenizer" if spm else "; no tokenizer: no sentencepiece model given, "

@@ -42,6 +42,8 @@ else is fairseq-train's own ``cli_main``.
 import os
 import sys
 
+from .storage.fileio import one_line_os_errors
+
 
 def _cpu_launch_init(cfg) -> None:
     """fairseq's torchrun init without the CUDA device id (there is none to pick)."""
@@ -92,6 +94,7 @@ def lift_cuda_calls_of_fp16() -> None:
     torch.Tensor.cuda = lambda self, *args, **kwargs: self
 
 
+@one_line_os_errors
 def main() -> None:
     from fairseq_cli.train import cli_main
 

@@ -318,12 +318,13 @@ def convert(exported: Dict, data: str, sentencepiece_model: Optional[str] = None
                      dictionaries)
 
 
-def save(converted: Converted, output_dir: str, sentencepiece_model: Optional[str]) -> None:
+def save(converted: Converted, output_dir: str, sentencepiece_model: Optional[str],
+         inputs=()) -> None:
     """Write ``converted`` (and the tokenizer, given the sentencepiece model) into
     ``output_dir``, complete or not at all; an existing ``output_dir`` (the caller allowed it:
     --force) is replaced once the new one is complete."""
     *_, save_file = transformers_classes()
-    with directory_published(output_dir, "transformers-") as built:
+    with directory_published(output_dir, "transformers-", inputs) as built:
         converted.config.save_pretrained(built)
         converted.generation.save_pretrained(built)
         save_file(converted.weights, os.path.join(built, "model.safetensors"),

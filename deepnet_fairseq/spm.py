@@ -13,7 +13,7 @@ import sys
 
 import sentencepiece
 
-from .storage.fileio import move, remove_file
+from .storage.fileio import check_output, is_disk_error, move, one_line_os_errors, temporary_beside
 
 
 class TrainingError(RuntimeError):
@@ -61,28 +61,30 @@ def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float 
     missing = [path for path in inputs if not os.path.isfile(path)]
     if missing:
         raise FileNotFoundError(f"sentencepiece training input(s) not found: {', '.join(missing)}")
-    tmp_prefix = f"{model_prefix}.tmp{os.getpid()}"
-    try:
-        sentencepiece.SentencePieceTrainer.train(
-            input=",".join(inputs),
-            model_prefix=tmp_prefix,
-            vocab_size=vocab_size,
-            character_coverage=character_coverage,
-            model_type="unigram",
-            input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
-            normalization_rule_name=normalization,
-            # fairseq adds its own <s>, <pad>, </s>, <unk>; keep ids compatible with its dictionary
-            bos_id=-1, eos_id=-1, unk_id=0,
-            minloglevel=2,
-        )
-        for ext in ("model", "vocab"):
-            move(f"{tmp_prefix}.{ext}", f"{model_prefix}.{ext}")
-    except RuntimeError as err:
-        raise _explain(err, inputs, vocab_size) from None
-    finally:
-        for ext in ("model", "vocab"):
-            remove_file(f"{tmp_prefix}.{ext}")
+    outputs = {ext: f"{model_prefix}.{ext}" for ext in ("model", "vocab")}
+    check_output(outputs["vocab"], inputs)
+    # sentencepiece writes its files itself: into a temporary directory of the layer, named
+    # for the output, so a killed run's is found and removed by the next
+    with temporary_beside(outputs["model"], inputs) as tmp:
+        try:
+            sentencepiece.SentencePieceTrainer.train(
+                input=",".join(inputs),
+                model_prefix=os.path.join(tmp, "spm"),
+                vocab_size=vocab_size,
+                character_coverage=character_coverage,
+                model_type="unigram",
+                input_sentence_size=max_sentences,
+                shuffle_input_sentence=True,
+                normalization_rule_name=normalization,
+                # fairseq adds its own <s>, <pad>, </s>, <unk>; keep ids compatible with its
+                # dictionary
+                bos_id=-1, eos_id=-1, unk_id=0,
+                minloglevel=2,
+            )
+        except RuntimeError as err:
+            raise _explain(err, inputs, vocab_size) from None
+        for ext, path in outputs.items():
+            move(os.path.join(tmp, f"spm.{ext}"), path)
 
 
 def encode(model, src=sys.stdin, dst=sys.stdout) -> None:
@@ -93,6 +95,7 @@ def encode(model, src=sys.stdin, dst=sys.stdout) -> None:
         dst.write(" ".join(processor.encode(line.rstrip("\n"), out_type=str)) + "\n")
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.spm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -111,7 +114,9 @@ def main(argv=None) -> None:
             train(args.inputs, args.model_prefix, args.vocab_size, args.character_coverage)
         else:
             encode(args.model)
-    except (FileNotFoundError, OSError, RuntimeError) as err:
+    except (OSError, RuntimeError) as err:
+        if is_disk_error(err):
+            raise
         parser.error(str(err))
 
 

@@ -1,9 +1,16 @@
 """The tools that write files, as a table for the hostile-output tests (unit/
 test_hostile_outputs.py: onto an input, onto a symlink, injected disk errors, a directory the
 user may not write; integration/test_read_only_disk.py: a read-only file system, for real):
-each output argument of each tool, how to call the tool with it, and which inputs it reads."""
+each output argument of each tool, how to call the tool with it, and which inputs it reads.
+The tools themselves are found, not listed: ``programs()`` is every console script of setup.py
+and every module of the package with an ``if __name__ == "__main__":`` block, and
+``output_arguments`` reads each one's argparse parser."""
 
+import argparse
+import ast
 import importlib
+import inspect
+import sys
 import io
 import json
 import os
@@ -17,8 +24,9 @@ from support import REPO
 
 LOG = ("2026 | INFO | train_inner | epoch 001: loss=5, mon_grad.enc.0=0.1, mon_lnin.enc.0=1, "
        "mon_upd.enc.0=0.01, num_updates=1\n")
-OUTPUT_OPTION = re.compile(r"^\s+(--(?:output-dir|output|out|plot|export|ctranslate2|"
-                           r"transformers))(?=[\s,=])", re.M)
+# what an output argument is called (an option of a tool's parser, or of its sub-commands')
+OUTPUT_OPTION = re.compile(r"^--(output-dir|output|out|out-prefix|model-prefix|save-config|plot|"
+                           r"export|ctranslate2|transformers)$")
 
 
 def _fake_run(runs, name="deepnet-6L-6L+LR=0.001"):
@@ -45,6 +53,8 @@ class Output:
     inputs: Callable = lambda inputs, fixtures: []  # files the command reads
     directory: bool = False  # the output is a directory
     name: str = "result.csv"  # a file output's name where the tool is free to write
+    prefix: bool = False  # the output names files PREFIX.SOMETHING, not a file itself
+    onto: Callable = str  # the argument that makes the tool write over the input file given
 
 
 def _monitor_log(inputs, fixtures):
@@ -65,6 +75,41 @@ def _runs(inputs, fixtures):
     if not runs.exists():
         _fake_run(runs)
     return runs
+
+
+def _generated(inputs, fixtures):
+    path = inputs / "generate.out"
+    path.write_text("S-0\ta b\nH-0\t-0.1\tb a\nD-0\t-0.1\tb a\n")
+    return path
+
+
+def _reference(inputs, fixtures):
+    path = inputs / "test.tgt"
+    path.write_text("b a\n")
+    return path
+
+
+def _corpus(inputs, fixtures):
+    """A small parallel text, corpus.src and corpus.tgt."""
+    pair = inputs / "corpus.src", inputs / "corpus.tgt"
+    words = "the quick brown fox jumps over a lazy dog while seven cats sleep".split()
+    for path in pair:
+        path.write_text("".join(" ".join(words[k:] + words[:k]) + "\n" for k in range(40)))
+    return pair
+
+
+def _recipe_data_file(inputs, fixtures):
+    """A file of the data directory the recipes' wmt17 step would read, with --repo IN/repo
+    (where the settings put it)."""
+    from deepnet_fairseq.recipes.run.launch import paths
+    from deepnet_fairseq.recipes.spec.settings import resolve
+
+    cfg = resolve("wmt17", {}, str(inputs / "repo"))
+    path = os.path.join(paths(cfg)["DATA_DIR"], "bin", "dict.en.txt")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("a 1\n")
+    return type(inputs)(path)
 
 
 TABLE: List[Output] = [
@@ -96,6 +141,26 @@ TABLE: List[Output] = [
            lambda i, f, out: [str(f["data"]), "--checkpoints", str(_checkpoint(i, f)),
                               "--sentences", "4", "--out", out],
            lambda i, f: [_checkpoint(i, f)]),
+    Output("score", "--out", "deepnet_fairseq.recipes.evaluation.score:main",
+           lambda i, f, out: ["--direction", "src-tgt", str(_generated(i, f)),
+                              str(_reference(i, f)), "--out", out],
+           lambda i, f: [_generated(i, f), _reference(i, f)], name="result.json"),
+    Output("runlog", "--out", "deepnet_fairseq.recipes.run.runlog:main",
+           lambda i, f, out: ["--log", str(_monitor_log(i, f)), "--exit-code", "0",
+                              "--vocab-size", "40", "--out", out],
+           lambda i, f: [_monitor_log(i, f)], name="result.json"),
+    Output("clean", "--out-prefix", "deepnet_fairseq.recipes.data.clean:main",
+           lambda i, f, out: ["--src", str(_corpus(i, f)[0]), "--tgt", str(_corpus(i, f)[1]),
+                              "--src-lang", "src", "--tgt-lang", "tgt", "--out-prefix", out],
+           lambda i, f: [_corpus(i, f)[0]], name="result", prefix=True,  # .tgt: the same prefix
+           onto=lambda victim: str(victim)[:-len(".src")]),
+    Output("spm", "--model-prefix", "deepnet_fairseq.spm:main",
+           lambda i, f, out: ["train", "--inputs", str(_corpus(i, f)[0]), "--model-prefix", out,
+                              "--vocab-size", "32"], name="result", prefix=True),
+    Output("recipes", "--save-config", "deepnet_fairseq.recipes.__main__:main",
+           lambda i, f, out: ["--repo", str(i / "repo"), "wmt17", "prepare", "--dry-run",
+                              "--save-config", out],
+           lambda i, f: [_recipe_data_file(i, f)], name="result.toml"),
 ]
 
 # output arguments the table leaves to other tests, and why
@@ -108,19 +173,85 @@ ELSEWHERE = {
                                              "own checks (tests/integration/test_recipe_scripts.py)",
 }
 
-TOOLS = {"curves": "deepnet_fairseq.recipes.reporting.curves:main",
-         "lr_transfer": "deepnet_fairseq.recipes.reporting.lr_transfer:main",
-         "report": "deepnet_fairseq.recipes.reporting.report:main"}
+# the programs that write nothing but their standard output and error
+PRINT_ONLY = {"deepnet-user-dir", "deepnet-model-options", "constants", "methods", "presets",
+              "settings", "corpora", "distinct"}
+# programs without an output argument that write, and where (each under its own tests)
+WRITES_WITHOUT_OUTPUT_ARGUMENT = {
+    "evaluate": "its --run-dir's eval/, a directory the recipes made and marked",
+    "corpus": "its --data, a directory the recipes made and marked",
+    "quickstart": "the recipes' DEEPNET_WORK (tests/unit/test_hostile_runtime.py)",
+    "results_page": "README.md of its --results directory, from that directory's CSVs",
+    "fairseq_train_compat": "fairseq-train's --save-dir, made and marked by the runner first",
+}
 
 
-PRINT_ONLY = {"deepnet-user-dir", "deepnet-model-options"}  # they write nothing but stdout
+def _program_name(module: str) -> str:
+    parts = module.split(".")
+    return parts[-2] if parts[-1] in ("__main__", "__init__") else parts[-1]
 
 
-def console_scripts():
+def programs() -> dict:
+    """{name: "module:function"} of every program of the package: setup.py's console scripts
+    (by their names) and every module with an ``if __name__ == "__main__":`` block (by the
+    module's own name; the function of the module that block calls, "" if none: it prints)."""
     with open(os.path.join(REPO, "setup.py"), encoding="utf-8") as f:
         found = dict(re.findall(r'"(deepnet-[\w-]+)=([\w.]+:\w+)"', f.read()))
-    assert PRINT_ONLY <= set(found) and len(found) > len(PRINT_ONLY)
-    return {**{k: v for k, v in found.items() if k not in PRINT_ONLY}, **TOOLS}
+    package = os.path.join(REPO, "deepnet_fairseq")
+    for root, _, names in os.walk(package):
+        for name in sorted(names):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(root, name)
+            tree = ast.parse(open(path, encoding="utf-8").read())
+            blocks = [node for node in tree.body if isinstance(node, ast.If)
+                      and "__main__" in ast.unparse(node.test)]
+            if not blocks:
+                continue
+            module = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".")
+            own = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+                   and node.name in ("main", "cli_main")}
+            called = [node.func.id for block in blocks for node in ast.walk(block)
+                      if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                      and node.func.id in own]
+            spec = f"{module.removesuffix('.__init__')}:{called[0]}" if called else ""
+            if spec not in found.values() or not spec:
+                found[_program_name(module)] = spec
+    return found
+
+
+class _Parsed(Exception):
+    def __init__(self, parser):
+        self.parser = parser
+
+
+def output_arguments(spec) -> set:
+    """The output arguments (``OUTPUT_OPTION``) of the program SPEC's parser and its
+    sub-commands': the parser is taken from its first parse, before it reads anything."""
+    def caught(parser, *args, **kwargs):
+        raise _Parsed(parser)
+
+    saved = argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args, sys.argv
+    argparse.ArgumentParser.parse_args = argparse.ArgumentParser.parse_known_args = caught
+    sys.argv = ["program"]
+    main = function(spec)
+    try:
+        main([]) if inspect.signature(main).parameters else main()
+    except _Parsed as parsed:
+        parsers = [parsed.parser]
+    else:
+        parsers = []
+    finally:
+        argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args, \
+            sys.argv = saved
+    found = set()
+    while parsers:
+        parser = parsers.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += list(action.choices.values())
+            found |= {o for o in action.option_strings if OUTPUT_OPTION.match(o)}
+    return found
 
 
 def function(spec):

@@ -27,7 +27,8 @@ Pre-LN, DeepNet and the methods built on fairseq's layers): the measurement wrap
         --out source_use.csv
 
 DATA is the task's data directory for every checkpoint (it replaces the one stored in them);
-a DATA without dictionaries is refused, and an unreadable checkpoint stops the run with one
+a DATA without dictionaries, or with dictionaries of another size than a model's embeddings
+(``deepnet-export``'s check), is refused, and an unreadable checkpoint stops the run with one
 line, ``cannot read PATH: CAUSE`` (exit status 1).
 """
 
@@ -149,6 +150,12 @@ def load(path: str, data: str):
     problem = missing_dictionaries(data, state)
     if problem:
         raise ValueError(problem)
+    from ..export import ExportError, check_dictionaries
+
+    try:  # a model of another vocabulary: one line, not fairseq's size-mismatch traceback
+        check_dictionaries(state["model"], state["cfg"]["task"], data)
+    except ExportError as err:
+        raise ValueError(f"{path}: {str(err).split(': pass --data')[0]}") from None
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
     history = state.get("optimizer_history") or [{}]
     return models[0], task, history[-1].get("num_updates", 0)

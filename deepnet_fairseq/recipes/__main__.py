@@ -13,6 +13,7 @@ the recipes may not touch (exit status 2), a full disk or an unwritable path (1)
 """
 
 import argparse
+import glob
 import os
 import signal
 import sys
@@ -21,11 +22,11 @@ from ..processes import Interrupted, signals_interrupt
 from .spec import configfile
 from .data import prepare
 from .run import runner
-from .run.launch import print_settings
+from .run.launch import paths, print_settings
 from .datasets import DATASETS
 from .spec.settings import SETTINGS, SettingError, help_text, home, resolve
 from ..storage.directories import Busy, NotOurs
-from ..storage.fileio import describe_os_error
+from ..storage.fileio import check_output, describe_os_error, one_line_os_errors
 
 
 def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
@@ -33,6 +34,7 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
     cfg = resolve(dataset, os.environ, repo, given=given)
     print_settings(cfg, step)
     if save_config:  # what this command was given, not what the presets add
+        check_output(save_config, _read_by(cfg))
         configfile.save(save_config, dataset, [step], {
             name: cfg[name] for name, source in cfg.sources.items()
             if source.startswith("environment") and not SETTINGS[name].prefix_only})
@@ -45,6 +47,19 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
             return prepare.prepare(cfg)
     return {"train": runner.train, "evaluate": runner.evaluate,
             "sweep": runner.sweep}[step](cfg, os.environ, dry_run)
+
+
+def _read_by(cfg) -> list:
+    """What a step reads or keeps, which --save-config may not overwrite: every path setting
+    (a text setting's PATH.SRC and PATH.TGT too) and the recipes' directories -- not WORK
+    itself, which may be the checkout where configs/ lives."""
+    where = paths(cfg)
+    found = [where[name] for name in ("DATA_DIR", "RUNS_DIR", "RESULTS")]
+    for name, setting in SETTINGS.items():
+        value = cfg.get(name) if setting.kind == "path" and name != "WORK" else None
+        if value:
+            found += [value, *glob.glob(glob.escape(value) + ".*")]
+    return found
 
 
 def run_file(argv) -> int:
@@ -69,6 +84,7 @@ def run_file(argv) -> int:
     return _one_line_errors(f"run {args.file}", steps)
 
 
+@one_line_os_errors
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes",
                                      description=__doc__, epilog=help_text(),

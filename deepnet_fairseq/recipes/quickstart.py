@@ -41,7 +41,7 @@ from ..processes import Interrupted, signals_interrupt
 from .spec.settings import PREFIX, SettingError, Settings, from_env, home
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
-from ..storage.fileio import describe_os_error
+from ..storage.fileio import describe_os_error, one_line_os_errors
 
 DATASET = WMT17.name  # the recipe the quickstart runs
 SIZES = {("quickstart", "cpu"): "quickstart", ("quickstart", "cuda"): "quickstart-cuda",
@@ -139,6 +139,7 @@ def run(env: Mapping[str, str], home: str) -> Dict:
     return result
 
 
+@one_line_os_errors
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="bash scripts/quickstart.sh", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -32,9 +32,10 @@ def record_text(kind: str, data: dict) -> str:
                       sort_keys=True) + "\n"
 
 
-def write_record(path: str, kind: str, data: dict) -> None:
-    """DATA as a record of KIND at PATH (atomically, through the file layer)."""
-    write_atomically(path, record_text(kind, data))
+def write_record(path: str, kind: str, data: dict, inputs=()) -> None:
+    """DATA as a record of KIND at PATH (atomically, through the file layer; INPUTS: the files
+    the command read, which PATH may not be)."""
+    write_atomically(path, record_text(kind, data), inputs)
 
 
 def read_record(path: str, kind: str) -> Optional[dict]:

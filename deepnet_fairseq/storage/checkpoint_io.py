@@ -25,6 +25,7 @@ from typing import Iterable, Optional
 import torch
 
 from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
+from .fileio import OutputIsInput, check_output
 
 # what torch's weights-only unpickler says when it refuses a class or call (as opposed to
 # bytes that are no pickle at all: "Unsupported operand 215")
@@ -194,16 +195,10 @@ def output_problem(output: str, inputs: Iterable[str], force: bool,
     existing empty directory holds nothing to lose and may be replaced."""
     if not os.path.lexists(output):
         return None
-    for path in inputs:
-        if not os.path.exists(path):
-            continue
-        if os.path.exists(output) and os.path.samefile(output, path):
-            return (f"{option} {output} is the input {path}: writing it would destroy the "
-                    f"input; choose another {option}")
-        if (directory and os.path.isdir(output) and os.path.realpath(path).startswith(
-                os.path.join(os.path.realpath(output), ""))):
-            return (f"{option} {output} holds the input {path}: replacing it would destroy the "
-                    f"input; choose another {option}")
+    try:
+        check_output(output, inputs)
+    except OutputIsInput as err:
+        return f"{option} {err}"
     if not directory and os.path.isdir(output):
         return f"{option} {output} is a directory; give the path of the file to write"
     if force or (directory and os.path.isdir(output) and not os.listdir(output)):

@@ -11,9 +11,7 @@ import contextlib
 import os
 import shutil
 
-from .fileio import create_new
-
-MARKER = ".deepnet-recipes"
+from .fileio import MARKER, create_new, refuse_planted_links
 
 
 class NotOurs(RuntimeError):
@@ -21,7 +19,10 @@ class NotOurs(RuntimeError):
 
 
 def make_dirs(path: str) -> str:
-    """Create PATH and its missing parents, marking each one created here; return PATH."""
+    """Create PATH and its missing parents, marking each one created here; return PATH. A
+    link planted in a directory of the recipes on the way is refused (an OSError naming it):
+    it would take PATH, and all that fairseq writes and deletes in it, elsewhere."""
+    refuse_planted_links(path)
     path = os.path.abspath(path)
     missing, current = [], path
     while not os.path.isdir(current) and os.path.dirname(current) != current:
@@ -43,6 +44,7 @@ def is_ours(path: str) -> bool:
 
 def remove_tree(path: str) -> None:
     """Delete PATH if it exists and the recipes created it; refuse otherwise."""
+    refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     if not os.path.lexists(path):
         return
     if os.path.islink(path) or not os.path.isdir(path) or not is_ours(path):

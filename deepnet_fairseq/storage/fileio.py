@@ -9,7 +9,10 @@ and fails on a direct write anywhere else). What it guarantees:
   when its block fails, on SIGTERM / SIGHUP / SIGINT inside ``signals_raise``, and by the next
   writer of the same output once its process is gone (SIGKILL leaves no chance to clean up);
 - a link is never written through: logs are opened with ``O_NOFOLLOW`` (``open_no_follow``),
-  a new file only ever created (``create_new``), a rename replaces a link, not its target;
+  a new file only ever created (``create_new``), a rename replaces a link, not its target, and
+  no path is followed through a link planted in a directory the recipes created
+  (``refuse_planted_links``: every writer here, and ``directories.make_dirs``, which makes
+  the directories handed to fairseq);
 - an OSError of the disk (full, read-only, not permitted) is one line naming the path
   (``describe_os_error``; ``one_line_os_errors`` for the console scripts).
 
@@ -29,19 +32,57 @@ import tempfile
 import threading
 
 
+# the marker file of a directory the recipes created (``directories.make_dirs``): the layer
+# writes only into such a directory, or a new file, and follows no link planted in one
+MARKER = ".deepnet-recipes"
+
+
+def refuse_planted_links(path: str) -> None:
+    """Refuse ``path`` (an OSError, ELOOP, naming the link) if any of its components is a
+    symbolic link inside a directory the recipes created (one holding ``MARKER``): a link
+    planted there would send what the layer writes -- and what fairseq writes or deletes in a
+    directory handed to it -- elsewhere. A link above the recipes' directories (a DEEPNET_WORK
+    that is a link) is the user's own and followed."""
+    current = os.path.abspath(path)
+    while os.path.dirname(current) != current:
+        parent = os.path.dirname(current)
+        if os.path.islink(current) and os.path.isfile(os.path.join(parent, MARKER)):
+            raise OSError(errno.ELOOP, "a symbolic link in a directory the recipes created: "
+                                       "they follow no link there", current)
+        current = parent
+
+
 class OutputIsInput(ValueError):
     """An output path that is one of the inputs of the same command (the same file)."""
 
 
 def check_output(path: str, inputs=()) -> None:
-    """Refuse an output that is one of ``inputs`` (the same file, by device and inode, through
-    any link or other spelling): writing it would destroy what the command reads."""
+    """Refuse an existing output that is one of ``inputs`` (the same file, by device and inode,
+    through any link or other spelling), lies in an input directory (a file the command may
+    read), or, a directory (which the writer replaces), holds an input: writing it would
+    destroy what the command reads. A new file may go anywhere."""
     if not os.path.exists(path):
         return
     for given in inputs:
-        if given and os.path.exists(given) and os.path.samefile(path, given):
-            raise OutputIsInput(f"{path} is the input {given}: refusing to write over it; "
+        if not given or not os.path.exists(given):
+            continue
+        same = os.path.samefile(path, given)
+        if same or (os.path.isdir(given) and _within(path, given)):
+            raise OutputIsInput(f"{path} {'is' if same else 'is in'} the input {given}: "
+                                f"refusing to write over it; choose another output")
+        if os.path.isdir(path) and _within(given, path):
+            raise OutputIsInput(f"{path} holds the input {given}: refusing to replace it; "
                                 f"choose another output")
+
+
+def _within(path: str, directory: str) -> bool:
+    """Whether ``path`` (resolved) lies below ``directory``, by device and inode."""
+    current = os.path.realpath(path)
+    while os.path.dirname(current) != current:
+        current = os.path.dirname(current)
+        if os.path.samefile(current, directory):
+            return True
+    return False
 
 
 # ---- temporaries: one output's, one process's ---------------------------------------------
@@ -107,6 +148,7 @@ def atomic_open(path: str, mode: str = "w", inputs=()):
     rename replaces a link at ``path`` itself, never the file it points to."""
     check_output(path, inputs)
     directory = os.path.dirname(os.path.abspath(path))
+    refuse_planted_links(directory)
     tmp = None
     try:
         with naming(path):
@@ -174,6 +216,7 @@ def copy_file(source: str, path: str) -> None:
 def create_new(path: str, mode: str = "w"):
     """Open ``path`` for writing only if nothing is there yet (no file, no link): a file of the
     directory being built, which no one else may have put there."""
+    refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
@@ -186,6 +229,7 @@ def open_no_follow(path: str, mode: str = "a"):
     a symbolic link at ``path``: a link planted in a directory the plugin writes into (a run
     directory's ``train.log``) would make it truncate or append to a file elsewhere. A link
     there is an OSError (ELOOP) naming the path."""
+    refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     try:
         fd = os.open(path, _NO_FOLLOW[mode[0]] | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as err:
@@ -201,6 +245,7 @@ def overwrite_in_place(path: str, text: str) -> None:
     """Write ``text`` over the file ``path`` itself (no temporary; never through a link): the
     last resort on a full disk, where a file of a few hundred bytes still fits in the blocks it
     already has."""
+    refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -227,6 +272,8 @@ def extract_tar(archive: str, directory: str) -> None:
 def move(source: str, path: str) -> None:
     """Rename ``source`` to ``path`` in one step (a link at ``path`` is replaced, not followed):
     what a finished temporary, or a file set aside, becomes."""
+    for end in (source, path):
+        refuse_planted_links(os.path.dirname(os.path.abspath(end)))
     os.replace(source, path)
 
 
@@ -235,6 +282,7 @@ def remove_file(path: str) -> None:
     are removed only as the recipes' own, ``directories.remove_tree``)."""
     if os.path.isdir(path) and not os.path.islink(path):
         raise IsADirectoryError(errno.EISDIR, "a directory, not removed as a file", path)
+    refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     with contextlib.suppress(FileNotFoundError):
         os.remove(path)
 
@@ -242,6 +290,7 @@ def remove_file(path: str) -> None:
 def ensure_directory(path: str) -> str:
     """``path`` as a directory, made with its parents if missing (a user's output directory:
     nothing in it is deleted, files are added through ``atomic_open``)."""
+    refuse_planted_links(path)
     os.makedirs(path, exist_ok=True)
     return path
 
@@ -249,12 +298,15 @@ def ensure_directory(path: str) -> str:
 # ---- directories built whole --------------------------------------------------------------
 
 @contextlib.contextmanager
-def directory_published(output_dir: str, kind: str):
+def directory_published(output_dir: str, kind: str, inputs=()):
     """A new, empty directory beside ``output_dir`` to build an output in; when the block ends
     without an error it becomes ``output_dir`` at once (one rename; an existing one, which the
     caller allowed, is replaced), else it is removed. Stale ones of killed runs are removed
-    first (``remove_stale_temporaries``)."""
+    first (``remove_stale_temporaries``). An ``output_dir`` that is or holds one of ``inputs``
+    is refused (``check_output``)."""
+    check_output(output_dir, inputs)
     parent = os.path.dirname(os.path.abspath(output_dir))
+    refuse_planted_links(parent)
     os.makedirs(parent, exist_ok=True)
     remove_stale_temporaries(output_dir, kind)
     with naming(output_dir), tempfile.TemporaryDirectory(
@@ -268,9 +320,26 @@ def directory_published(output_dir: str, kind: str):
 
 
 @contextlib.contextmanager
-def scratch_directory():
-    """A private temporary directory for intermediate files, removed when the block ends."""
-    with tempfile.TemporaryDirectory(prefix="deepnet-") as tmp:
+def temporary_beside(output: str, inputs=()):
+    """A new directory beside ``output`` for a program that writes its files itself
+    (sentencepiece), to ``move`` them into place from inside the block; removed when the block
+    ends, whatever happens. Named as the layer's temporaries are, so that a killed run's is
+    removed by the next writer of ``output``."""
+    check_output(output, inputs)
+    parent = os.path.dirname(os.path.abspath(output))
+    refuse_planted_links(parent)
+    with naming(output):
+        os.makedirs(parent, exist_ok=True)
+        remove_stale_temporaries(output)
+        with tempfile.TemporaryDirectory(dir=parent, prefix=temporary_prefix(output)) as tmp:
+            yield tmp
+
+
+@contextlib.contextmanager
+def scratch_directory(parent=None):
+    """A private temporary directory for intermediate files (in ``parent``, else the system's
+    temporary directory), removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="deepnet-", dir=parent) as tmp:
         yield tmp
 
 
@@ -302,7 +371,9 @@ DISK_ERRORS = {errno.ENOSPC: "free some space and run again (runs resume)",
                errno.EROFS: "choose a writable location (DEEPNET_WORK for the recipes)",
                errno.EACCES: "choose a location you may write to (DEEPNET_WORK for the "
                              "recipes), or fix its permissions",
-               errno.EPERM: "choose a location you may write to, or fix its permissions"}
+               errno.EPERM: "choose a location you may write to, or fix its permissions",
+               # not the disk's, but the same kind of refusal: where the output would go
+               errno.ELOOP: "remove the link, or choose another location"}
 
 
 def describe_os_error(err: OSError) -> str:
@@ -312,15 +383,25 @@ def describe_os_error(err: OSError) -> str:
     return f"{path}: {err.strerror or err}" + (f"; {advice}" if advice else "")
 
 
+def is_disk_error(err: BaseException) -> bool:
+    """Whether ``err`` is one of ``DISK_ERRORS``: a tool that turns its input errors into a
+    usage error lets these through, to end as ``one_line_os_errors`` says."""
+    return isinstance(err, OSError) and err.errno in DISK_ERRORS
+
+
 def one_line_os_errors(main):
     """A console script's ``main`` whose disk errors (``DISK_ERRORS``) end in one line naming
-    the path, status 1, instead of a traceback."""
+    the path, status 1, and whose output onto an input (``OutputIsInput``) in one line, status
+    2 (a usage error), instead of a traceback."""
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
         try:
             return main(*args, **kwargs)
+        except OutputIsInput as err:
+            print(f"error: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
         except OSError as err:
-            if err.errno not in DISK_ERRORS:
+            if not is_disk_error(err):
                 raise
             print(f"error: {describe_os_error(err)}", file=sys.stderr)
             raise SystemExit(1) from None

@@ -192,4 +192,31 @@ def test_missing_data_directory_is_named(toy_data, tmp_path, capsys):
         capsys.readouterr().err
 
 
+def _tree(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("flag,target", [
+    ("--output", "dictionary"), *((flag, target) for flag in ("--ctranslate2", "--transformers")
+                                  for target in ("data", "parent"))])
+def test_no_output_replaces_what_the_checkpoint_reads(toy_data, tmp_path, capsys, flag, target):
+    """The data directory stored in the checkpoint (no --data given) and its dictionaries are
+    inputs too: an output that is one, or a directory holding one, is refused even with
+    --force, and nothing there changes."""
+    import shutil
+
+    data = tmp_path / "work" / "data"
+    shutil.copytree(toy_data, data)
+    model, _, cfg = deepnet(data)
+    checkpoint = save_checkpoint(model, cfg, tmp_path / "deepnet.pt")
+    output = {"data": data, "parent": data.parent, "dictionary": data / "dict.src.txt"}[target]
+    before = _tree(tmp_path / "work")
+    with pytest.raises(SystemExit) as stopped:
+        export.main([checkpoint, flag, str(output), "--force"])
+    assert stopped.value.code == 2
+    assert f"{flag} {output} " in capsys.readouterr().err
+    assert _tree(tmp_path / "work") == before
+
+
 # ---- end to end: a trained tiny DeepNet through the real CLIs --------------------------------

@@ -256,7 +256,7 @@ OTHER_ROWS = [
     # outputs that would destroy an input: refused, even with --force
     Row("export-output-is-input", good_as("in.pt"),
         export_("{t}/in.pt", "--output", "{t}/in.pt", "--force"), 2,
-        "--output {t}/in.pt is the input {t}/in.pt: writing it would destroy the input",
+        "--output {t}/in.pt is the input {t}/in.pt: refusing to write over it",
         ("in.pt",)),
     Row("export-output-links-to-input", both(good_as("in.pt"), symlink("link.pt", "in.pt")),
         export_("{t}/in.pt", "--output", "{t}/link.pt", "--force"), 2,
@@ -307,6 +307,10 @@ OTHER_ROWS = [
                                                      lambda ctx: (ctx.tmp / "empty").mkdir()),
         source_use_("{t}/empty", "--checkpoints", "{t}/in.pt"), 2,
         "DATA {t}/empty has no dict.*.txt", ("in.pt",)),
+    Row("source-use-data-other-dictionary", both(good_as("in.pt"), other_dictionary),
+        source_use_("{t}/otherdata", "--checkpoints", "{t}/in.pt", "--sentences", "4"), 2,
+        "{t}/in.pt: {t}/otherdata/dict.src.txt has 41 entries but the checkpoint's encoder "
+        "embedding has 40 rows", ("in.pt", "otherdata/dict.src.txt")),
     Row("export-data-other-dictionary", both(good_as("in.pt"), other_dictionary),
         export_("{t}/in.pt", "--output", "{t}/out.pt", "--data", "{t}/otherdata"), 2,
         "{t}/otherdata/dict.src.txt has 41 entries but the checkpoint's encoder embedding has "

@@ -1,12 +1,12 @@
 """Every output argument of every tool, against every hostile place to write (issue: recipes
-safe by construction). The table is generated: the tools are setup.py's console scripts plus
-the ``python -m`` report tools, their output arguments are read from their own ``--help``, and
-each (tool, output, hostility) is one case:
+safe by construction). The table is generated: the tools are every program of the package
+(setup.py's console scripts and every module with a ``__main__`` block), their output arguments
+are read from their own argparse parsers, and each (tool, output, hostility) is one case:
 
 * **onto an input**: the output is one of the files the command reads: refused (status 2),
   the input unchanged;
-* **onto a symlink**: the output path is a link to someone else's file or directory: whatever
-  the tool does, what the link points to is unchanged;
+* **onto a symlink**: the output path (or each file a directory or prefix output writes) is a
+  link to someone else's file: whatever the tool does, what the link points to is unchanged;
 * **read-only, not permitted, full**: creating anything in the output's directory fails with
   EROFS, EACCES or ENOSPC (injected, as the kernel reports them from a write: no path): status
   1, one line naming the path, no traceback, nothing left behind;
@@ -14,36 +14,50 @@ each (tool, output, hostility) is one case:
   output's directory is mode 0555, and a root run gives up the capability that lets root write
   there anyway (CAP_DAC_OVERRIDE) while the tool runs.
 
-A new tool, or a new output argument of a tool, that the table does not know fails
-``test_the_table_knows_every_output_argument``. The table: ``tests/hostile_tools.py``; a
+A new program, or a new output argument of one, that the table does not know fails
+``test_every_program_is_in_the_table_or_says_why_not``. The table: ``tests/hostile_tools.py``; a
 read-only file system for real: ``integration/test_read_only_disk.py``."""
 
 import ctypes
 import errno
-import io
 import os
 import tempfile
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 
-from hostile_tools import ELSEWHERE, OUTPUT_OPTION, TABLE, call as _call, console_scripts
-from hostile_tools import function as _function
+from hostile_tools import (ELSEWHERE, PRINT_ONLY, TABLE, WRITES_WITHOUT_OUTPUT_ARGUMENT, Output,
+                           call as _call, output_arguments, programs)
+from support import REPO
 
 
-def test_the_table_knows_every_output_argument():
+def test_every_program_is_in_the_table_or_says_why_not():
+    """Every program of the package (found: hostile_tools.programs) with an output argument
+    has each one in the table (or ELSEWHERE, with the tests that cover it); one without is
+    declared as printing only, or as writing where its own tests look."""
     declared = {(o.tool, o.option) for o in TABLE} | set(ELSEWHERE)
-    found = set()
-    for tool, spec in console_scripts().items():
-        text = io.StringIO()
-        with redirect_stdout(text), redirect_stderr(io.StringIO()):
-            try:
-                _function(spec)(["--help"])
-            except SystemExit:
-                pass
-        found |= {(tool, option) for option in OUTPUT_OPTION.findall(text.getvalue())}
+    found, unaccounted = set(), []
+    for name, spec in programs().items():
+        outputs = {(name, option) for option in output_arguments(spec)} if spec else set()
+        found |= outputs
+        if name in PRINT_ONLY:
+            assert not outputs, f"{name} is declared to print only but has {sorted(outputs)}"
+        elif not outputs and name not in WRITES_WITHOUT_OUTPUT_ARGUMENT:
+            unaccounted.append(name)
+    assert not unaccounted, (f"programs neither in the table nor declared (PRINT_ONLY, "
+                             f"WRITES_WITHOUT_OUTPUT_ARGUMENT): {unaccounted}")
     assert found == declared, (f"not in the table: {sorted(found - declared)}; "
-                               f"no longer in any --help: {sorted(declared - found)}")
+                               f"no longer in any parser: {sorted(declared - found)}")
+
+
+def test_the_discovery_finds_the_kinds_of_program():
+    """programs() sees console scripts, ``python -m`` modules, a package's __main__, and the
+    modules that only print; output_arguments sees options of sub-commands."""
+    found = programs()
+    assert found["deepnet-export"] == "deepnet_fairseq.export:main"
+    assert found["recipes"] == "deepnet_fairseq.recipes.__main__:main"
+    assert found["score"] == "deepnet_fairseq.recipes.evaluation.score:main"
+    assert found["constants"] == ""
+    assert output_arguments(found["spm"]) == {"--model-prefix"}
 
 
 @pytest.fixture
@@ -55,7 +69,10 @@ def _case_id(output):
     return f"{output.tool}{output.option}"
 
 
-FILE_OUTPUTS = [o for o in TABLE if not o.directory]
+# the file outputs the table names an input for (spm's is a text it would not name .model)
+FILE_OUTPUTS = [o for o in TABLE if not o.directory
+                and o.inputs is not Output.__dataclass_fields__["inputs"].default]
+CODES = [errno.EROFS, errno.EACCES, errno.ENOSPC]
 
 
 @pytest.mark.parametrize("output", FILE_OUTPUTS, ids=_case_id)
@@ -64,7 +81,7 @@ def test_an_output_onto_an_input_is_refused_and_the_input_kept(tmp_path, fixture
     inputs.mkdir()
     for victim in output.inputs(inputs, fixtures):
         before = victim.read_bytes()
-        status, said = _call(output.main, output.argv(inputs, fixtures, str(victim)))
+        status, said = _call(output.main, output.argv(inputs, fixtures, output.onto(victim)))
         assert status == 2, said
         assert str(victim) in said and "Traceback" not in said, said
         assert victim.read_bytes() == before
@@ -82,10 +99,10 @@ def test_an_output_onto_a_symlink_leaves_what_it_points_to_alone(tmp_path, fixtu
     for directory in (inputs, out, elsewhere):
         directory.mkdir()
     target = out / ("result" if output.directory else output.name)
-    if output.directory:  # learn what it writes, then plant a link at each of those files
+    if output.directory or output.prefix:  # learn what it writes, then plant a link at each
         status, said = _call(output.main, output.argv(inputs, fixtures, str(target)))
         assert status == 0, said
-        links = _files(target)
+        links = _files(out)
         assert links, f"{output.tool} {output.option} wrote nothing"
     else:
         links = [target]
@@ -147,7 +164,7 @@ class _Refusing:
         monkeypatch.setattr(tempfile, "mkdtemp", guarded_mkdtemp)
 
 
-@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES, errno.ENOSPC],
+@pytest.mark.parametrize("code", CODES,
                          ids=lambda code: errno.errorcode[code])
 @pytest.mark.parametrize("output", TABLE, ids=_case_id)
 def test_a_disk_that_refuses_the_output_is_one_line_and_leaves_nothing(
@@ -235,3 +252,14 @@ def test_a_directory_the_user_may_not_write_is_one_line_and_leaves_nothing(
     assert lines[-1].startswith(f"error: {out}") and os.strerror(errno.EACCES) in lines[-1], \
         lines[-1]
     assert list(out.iterdir()) == []
+
+
+def test_the_docs_count_the_cases():
+    """docs/running.md gives this table's number of cases and the read-only file system's
+    (integration/test_read_only_disk.py, one per output): kept true here."""
+    cases = len(FILE_OUTPUTS) + len(TABLE) * (1 + len(CODES) + 1)
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
+        text = " ".join(handle.read().split())
+    assert f"{len(TABLE)} outputs of {len({o.tool for o in TABLE})} programs" in text
+    assert f"{cases} cases in all" in text
+    assert f"test_read_only_disk.py`, {len(TABLE)} cases" in text

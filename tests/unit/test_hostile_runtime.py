@@ -94,6 +94,77 @@ def test_a_run_directory_the_recipes_did_not_create_is_left_alone(tmp_path, monk
     assert (mine / "config.json").read_text() == "the user's own\n"
 
 
+class _FairseqStarted(Exception):
+    pass
+
+
+def _train_until_fairseq(monkeypatch, capsys, work):
+    """Run the train step up to the start of fairseq-train (not run): (status, stderr,
+    fairseq's command or None, what every directory under WORK held then)."""
+    seen = {}
+
+    def fairseq(command, *args, **kwargs):
+        seen["command"] = command
+        seen["marked"] = {p: workdir.is_ours(p) for p in _directories(work)}
+        raise _FairseqStarted
+
+    monkeypatch.setattr(runner, "run_forwarding", fairseq)
+    try:
+        code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
+    except _FairseqStarted:
+        code, err = None, capsys.readouterr().err
+    return code, err, seen.get("command"), seen.get("marked", {})
+
+
+def _directories(work):
+    return sorted(str(p) for p in work.rglob("*") if p.is_dir() and not p.is_symlink())
+
+
+def _handed_over(work, command):
+    """The directories under WORK in fairseq's command line: its data and --save-dir."""
+    return [arg for arg in command if arg.startswith(str(work) + os.sep)]
+
+
+def _trained_once(tmp_path, monkeypatch, capsys):
+    work = prepared_work(tmp_path)
+    (work / "data" / "bin" / "dict.en.txt").write_text("a 1\n")
+    code, err, command, marked = _train_until_fairseq(monkeypatch, capsys, work)
+    assert command, err
+    return work, command, marked
+
+
+def test_every_directory_handed_to_fairseq_is_made_and_marked_first(tmp_path, monkeypatch,
+                                                                     capsys):
+    work, command, marked = _trained_once(tmp_path, monkeypatch, capsys)
+    for directory in _handed_over(work, command):
+        assert marked.get(directory), f"{directory} handed to fairseq unmade or unmarked"
+    assert all(marked.values()), [d for d, ours in marked.items() if not ours]
+
+
+def test_a_link_planted_for_a_directory_of_a_run_is_not_followed(tmp_path, monkeypatch, capsys):
+    """Each directory the train step makes or hands to fairseq (found by running it, up to
+    fairseq), replaced by a link to a copy elsewhere, marker included: the step stops with
+    one line naming the link before fairseq starts, and nothing elsewhere changes."""
+    import shutil
+
+    work, _, marked = _trained_once(tmp_path / "first", monkeypatch, capsys)
+    relative = [os.path.relpath(d, work) for d in marked if d != str(work)]
+    relative = [r for r in relative if not r.startswith("data")]  # read here, made by prepare
+    assert {"runs", "runs/deepnet-1L-1L", "runs/deepnet-1L-1L/checkpoints"} <= set(relative)
+    for number, name in enumerate(relative):
+        case = tmp_path / f"case-{number}"
+        shutil.copytree(work, case / "work", symlinks=True)
+        elsewhere = case / "elsewhere"
+        shutil.move(case / "work" / name, elsewhere)
+        (case / "work" / name).symlink_to(elsewhere, target_is_directory=True)
+        before = {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+        code, err, command, _ = _train_until_fairseq(monkeypatch, capsys, case / "work")
+        assert command is None and code == 1, (name, err)
+        last = err.strip().splitlines()[-1]
+        assert last.startswith(f"error: {case / 'work' / name}: a symbolic link"), err
+        assert {str(p): p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+
+
 def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypatch, capsys):
     work = prepared_work(tmp_path)
     run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
@@ -237,6 +308,32 @@ def test_evaluation_leaves_an_eval_directory_it_did_not_create_alone(tmp_path, c
     assert f"{run_dir / directory} exists and the recipes did not create it" in \
         capsys.readouterr().err
     assert (run_dir / directory / "mine.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize("directory", ["eval", "eval.tmp"])
+def test_evaluation_follows_no_link_planted_for_its_directories(tmp_path, capsys, directory):
+    """In a run directory of the recipes, eval/ or eval.tmp/ (fairseq-generate's
+    --results-path) as a link to a marked directory elsewhere: refused in one line naming the
+    link, before anything is generated; what it points to is unchanged."""
+    from deepnet_fairseq.recipes.evaluation import evaluate
+
+    run_dir = workdir.make_dirs(str(tmp_path / "run"))
+    checkpoints = workdir.make_dirs(os.path.join(run_dir, "checkpoints"))
+    with open(os.path.join(checkpoints, "checkpoint_last.pt"), "wb"):
+        pass
+    elsewhere = workdir.make_dirs(str(tmp_path / "elsewhere"))
+    with open(os.path.join(elsewhere, "theirs.txt"), "w") as handle:
+        handle.write("keep")
+    os.symlink(elsewhere, os.path.join(run_dir, directory))
+    before = sorted(os.listdir(elsewhere))
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main(["--run-dir", run_dir, "--average-last", "1", "--directions", "en-de",
+                       "--references", str(tmp_path), "--", str(tmp_path)])
+    assert exit_.value.code in (1, 2)
+    err = capsys.readouterr().err
+    assert os.path.join(run_dir, directory) in err.strip().splitlines()[-1], err
+    assert "Traceback" not in err
+    assert sorted(os.listdir(elsewhere)) == before
 
 
 @pytest.mark.parametrize("count", ["0", "-2"])

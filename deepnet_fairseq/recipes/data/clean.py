@@ -27,6 +27,7 @@ import unicodedata
 from sacremoses import MosesPunctNormalizer
 
 from .. import atomic_open
+from ...storage.fileio import is_disk_error, one_line_os_errors
 
 _SPACES = re.compile(r"\s+")
 BYTE_ORDER_MARK = "\ufeff"
@@ -144,8 +145,9 @@ def clean(src_path, tgt_path, src_lang, tgt_lang, out_prefix, filter_pairs, max_
     check_encoding(encoding)
     norm_src, norm_tgt = normaliser(src_lang), normaliser(tgt_lang)
     kept = total = 0
-    with atomic_open(f"{out_prefix}.{src_lang}") as out_src, \
-            atomic_open(f"{out_prefix}.{tgt_lang}") as out_tgt:
+    inputs = (src_path, tgt_path)
+    with atomic_open(f"{out_prefix}.{src_lang}", inputs=inputs) as out_src, \
+            atomic_open(f"{out_prefix}.{tgt_lang}", inputs=inputs) as out_tgt:
         pairs = itertools.zip_longest(read_lines(src_path, encoding),
                                       read_lines(tgt_path, encoding))
         for total, (src, tgt) in enumerate(pairs, start=1):
@@ -162,6 +164,7 @@ def clean(src_path, tgt_path, src_lang, tgt_lang, out_prefix, filter_pairs, max_
     return kept, total
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.clean",
                                      description=__doc__,
@@ -181,6 +184,8 @@ def main(argv=None) -> None:
         kept, total = clean(args.src, args.tgt, args.src_lang, args.tgt_lang, args.out_prefix,
                             args.filter, args.max_len, args.ratio, args.encoding)
     except (OSError, ValueError) as err:
+        if is_disk_error(err):
+            raise
         parser.error(str(err))
     print(f"{os.path.basename(args.out_prefix)}.{args.src_lang}-{args.tgt_lang}: "
           f"kept {kept} of {total} pairs", file=sys.stderr)

@@ -27,7 +27,7 @@ from ... import spm
 from .clean import clean
 from .rawtext import SPLITS
 from ...storage.directories import NotOurs, building, publish
-from ...storage.fileio import create_new
+from ...storage.fileio import create_new, is_disk_error, one_line_os_errors
 from .workers import cores, run_all
 
 _PROCESSORS = {}  # the sentencepiece model, loaded once per process (one file's worker, or all files)
@@ -85,6 +85,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
             publish(tmp, pieces)
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.corpus",
                                      description=__doc__,
@@ -106,6 +107,8 @@ def main(argv=None) -> None:
         prepare(args.data, args.pairs.split(","), args.vocab, args.spm_sentences, args.max_len,
                 args.ratio, args.encoding, workers=max(1, args.workers))
     except (OSError, ValueError, RuntimeError, NotOurs) as err:
+        if is_disk_error(err):
+            raise
         parser.error(str(err))
 
 

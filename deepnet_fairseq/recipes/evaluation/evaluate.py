@@ -44,7 +44,7 @@ from ..records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ...storage.fileio import RecordError, remove_file
+from ...storage.fileio import RecordError, one_line_os_errors, refuse_planted_links, remove_file
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -308,6 +308,7 @@ def reference(references: str, direction: str) -> str:
     raise FileNotFoundError(f"no reference for {direction} in {references} (test.{src}-{tgt}.{tgt})")
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.evaluate",
                                      description=__doc__,
@@ -371,6 +372,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     if not os.path.isfile(last):
         parser.error(f"no {last}: train the run first")
     for directory in (work, os.path.join(args.run_dir, "eval")):
+        refuse_planted_links(directory)  # a link to a marked directory elsewhere: not ours
         if os.path.lexists(directory) and not is_ours(directory):
             parser.error(f"{directory} exists and the recipes did not create it (no {MARKER} "
                          "in it): move it away, then evaluate again")

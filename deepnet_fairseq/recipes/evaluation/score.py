@@ -37,6 +37,7 @@ import sacrebleu
 from sacremoses import MosesTokenizer
 
 from ..records import write_record
+from ...storage.fileio import one_line_os_errors
 from ..data.clean import normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -110,6 +111,7 @@ def summarise(directions: Dict[str, Dict]) -> Dict:
     return summary
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.score",
                                      description=__doc__,
@@ -130,7 +132,8 @@ def main(argv=None) -> None:
     except (OSError, ValueError) as err:
         parser.error(str(err))
     summary = summarise(directions)
-    write_record(args.out, "eval", summary)
+    write_record(args.out, "eval", summary,
+                 inputs=[path for _, *read in args.direction for path in read])
     for name, d in directions.items():
         extra = f", tokenized BLEU {d['tok_bleu']}" if "tok_bleu" in d else ""
         print(f"{name}: sacreBLEU {d['sacrebleu']}{extra}", file=sys.stderr)

@@ -103,6 +103,9 @@ def main(argv: List[str] = None) -> None:
     try:
         if args.plot:
             check_output(args.plot, inputs)
+        for run in args.runs if args.export else ():  # DIR/<run> may not be a run itself
+            check_output(os.path.join(args.export, os.path.basename(os.path.normpath(run))),
+                         args.runs)
     except OutputIsInput as err:
         parser.error(str(err))
     try:

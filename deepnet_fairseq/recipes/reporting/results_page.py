@@ -28,6 +28,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .. import write_atomically
+from ...storage.fileio import one_line_os_errors
 from . import lr_transfer, report
 from .paper import lookup
 
@@ -424,6 +425,7 @@ def default_results_dir() -> str:
     return os.path.join(os.path.dirname(USER_DIR), "results")
 
 
+@one_line_os_errors
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m deepnet_fairseq.recipes.reporting.results_page", description=__doc__,

@@ -263,7 +263,8 @@ def paths(cfg: Settings) -> dict:
     run = os.path.join(work, "runs", cfg["RUN_NAME"])
     return {"WORK": work, "DATA_DIR": data, "BIN": os.path.join(data, "bin"),
             "RAW": os.path.join(data, "raw"), "RUNS_DIR": os.path.join(work, "runs"),
-            "RUN_DIR": run, "RESULTS": os.path.join(work, "results")}
+            "RUN_DIR": run, "CHECKPOINTS": os.path.join(run, "checkpoints"),
+            "RESULTS": os.path.join(work, "results")}
 
 
 def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
@@ -514,7 +515,7 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     if layout.memory:
         args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
     args += per_tensor_steps(layout, method, args)
-    args += ["--save-dir", os.path.join(where["RUN_DIR"], "checkpoints"),
+    args += ["--save-dir", where["CHECKPOINTS"],
              "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
              "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
              "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]

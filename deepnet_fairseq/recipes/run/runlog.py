@@ -25,6 +25,7 @@ import time
 from typing import Dict, Optional
 
 from ..records import write_record
+from ...storage.fileio import one_line_os_errors
 from ...fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
@@ -154,6 +155,7 @@ class DecodeProgress:
                     + eta(done, self.total, self.first, now))
 
 
+@one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.run.runlog",
                                      description=__doc__,
@@ -174,7 +176,7 @@ def main(argv=None) -> None:
     for item in args.meta:
         key, _, value = item.partition("=")
         result[key] = int(value) if re.fullmatch(r"[0-9]+", value) else value  # not "²"
-    write_record(args.out, "status", result)
+    write_record(args.out, "status", result, inputs=[args.log])
     print(f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""),
           file=sys.stderr)
 

@@ -219,6 +219,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     where = paths(cfg)
     run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
     attempts = make_dirs(os.path.join(run_dir, "attempts"))
+    # fairseq writes and deletes checkpoints in it: made and marked here first, so that a
+    # link planted in its place is refused (make_dirs) rather than followed by fairseq
+    make_dirs(where["CHECKPOINTS"])
     suffix = layout.node_suffix
     number = _next_attempt(attempts, suffix)
     attempt_log = os.path.join(attempts, f"attempt-{number}{suffix}.log")
@@ -233,7 +236,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         for stale in _stale_temporaries(run_dir):
             remove_file(stale)
             log(cfg, "train", f"{name}: removed {stale}, left by an interrupted attempt")
-        repaired = repair_last_checkpoint(os.path.join(run_dir, "checkpoints"))
+        repaired = repair_last_checkpoint(where["CHECKPOINTS"])
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
         write_record(os.path.join(run_dir, "config.json"), "run-config",
