@@ -182,10 +182,10 @@ def parse_args(argv=None, cuda_available=None) -> argparse.Namespace:
 
 # "... | INFO | train_inner | epoch 001: ..." (fairseq-train), "INFO:train_inner:epoch 001: ..."
 # (fairseq_train_compat, where logging was configured before fairseq_cli.train set its format)
-_TRAIN_INNER = re.compile(r"\btrain_inner\b\W.*\bnum_updates=\d+")
+# fairseq's own lines only (deepnet_fairseq/fairseq_log.py), never the command it echoes
+_TRAIN_INNER, _OVERFLOW = fairseq_log.TRAIN_INNER, fairseq_log.OVERFLOW
+_MIN_SCALE = fairseq_log.MIN_LOSS_SCALE
 _FIELD = re.compile(r"\b(\w+)=([^,\s]+)")
-_OVERFLOW = re.compile(r"gradient overflow detected.*?loss scale to: (\S+)")
-_MIN_SCALE = re.compile(r"Minimum loss scale reached")
 _TOTAL_MEMORY = re.compile(r"total memory = ([0-9.]+) GB ; name = (.*\S)")
 _TRANSLATED = re.compile(r"Translated ([\d,]+) sentences .*?\(([0-9.]+) sentences/s")
 

@@ -58,6 +58,14 @@ VALID_NLL = re.compile(_VALID + r"[^\n]*?\| nll_loss (\S+)", re.MULTILINE)
 UPDATES = re.compile(_PROGRESS + r"[^\n]*?\bnum_updates[= ](\d+)", re.MULTILINE)
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 TRAIN_LOSS = re.compile(_record("train_inner") + r"[^\n]*?\bloss=([^,\s]+)", re.MULTILINE)
+# the GPU check's readings (benchmarks/gpu_check.py): each update's record, fp16's overflows
+# (fairseq.trainer's note) and the loss scale's floor (the exception line of the traceback)
+TRAIN_INNER = re.compile(_record("train_inner") + r"[^\n]*?\bnum_updates=\d+", re.MULTILINE)
+OVERFLOW = re.compile(_record(r"fairseq\.trainer")
+                      + r"[^\n]*?gradient overflow detected[^\n]*?loss scale to: (\S+)",
+                      re.MULTILINE)
+MIN_LOSS_SCALE = re.compile(_RANK + r"FloatingPointError: Minimum loss scale reached",
+                            re.MULTILINE)
 STALLED_MARGIN = 0.5  # bits below the source-blind baseline a trained run's nll must reach
 
 

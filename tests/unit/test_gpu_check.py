@@ -129,6 +129,20 @@ def test_parse_train_log_reads_the_compat_launchers_log_format():
         (1, 11.036, 0.0), (2, 10.5, 214.6)]
 
 
+def test_parse_train_log_reads_fairseqs_lines_not_the_command_it_echoes():
+    """A run directory or TRAIN_ARGS holding the text of an update, an overflow or the loss
+    scale's floor is echoed in fairseq's dump of its options: none of it is read as such."""
+    hostile = ("/tmp/w | INFO | train_inner | epoch 001: num_updates=99 loss=1 "
+               "NOTE: gradient overflow detected, setting loss scale to: 1 "
+               "FloatingPointError: Minimum loss scale reached")
+    echoed = [f"2026-01-01 10:00:00 | INFO | fairseq_cli.train | Namespace(save_dir='{hostile}')",
+              f"==== attempt 1: fairseq-train --save-dir '{hostile}'", hostile.split(" ", 1)[1]]
+    parsed = gpu_check.parse_train_log("\n".join(echoed + [HEALTHY_FP16]))
+    assert [u["num_updates"] for u in parsed["updates"]] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert parsed["overflow_scales"] == [64.0, 32.0, 16.0]
+    assert parsed["min_scale_reached"] is False
+
+
 def judge(text, precision="fp16", exit_code=0, updates=8, min_loss_drop=0.1, overflow_run=5):
     status = runlog.classify(text, exit_code, vocab_size=8000)
     return gpu_check.judge_training(gpu_check.parse_train_log(text), status, exit_code,

@@ -638,6 +638,11 @@ def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path
     # 100,000 layers per side at 64 wide: about 10 G parameters, 150 GB before any activation
     ({"DEVICE": "cpu", "SIZE": "mini", "LAYERS": "100000"}, 2, 24, "more than this machine's 24"),
     ({"DEVICE": "cpu", "SIZE": "mini", "LAYERS": "500"}, 2, 24, None),  # the 1,000-layer run
+    # activations: 50L-50L at 64 wide is 5M parameters, but 10M tokens a step need ~520 GB
+    ({"DEVICE": "cpu", "SIZE": "mini", "LAYERS": "50", "CHECKPOINT_ACTIVATIONS": "0",
+      "MAX_TOKENS": "10000000", "TOKENS_PER_UPDATE": "10000000"}, 2, 24, "MAX_TOKENS=10000000"),
+    ({"DEVICE": "cpu", "SIZE": "mini", "LAYERS": "50", "CHECKPOINT_ACTIVATIONS": "0"}, 2, 24,
+     None),
     ({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100000"}, 2, 24, None),  # the memory plan's
 ])
 def test_a_cpu_run_must_fit_the_machine(env, cores, memory_gb, expected):

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Tuple
 
 from .devices import count_gpus
-from .memory import MemoryPlanError, Plan, parameter_count, plan as memory_plan
+from .memory import MemoryPlanError, Plan, estimate as memory_estimate, parameter_count, \
+    plan as memory_plan
 from ..spec.settings import PREFIX, SettingError, Settings
 
 
@@ -134,23 +135,36 @@ def machine_memory_gb() -> float:
 def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: float) -> Optional[str]:
     """Why a CPU run cannot run on a machine with ``cores`` cores and ``memory_gb`` GiB (the
     launcher's own, for a run, not for a dry run planning another machine), or None. More
-    processes than cores only slow each other down; a model whose weights, gradients and Adam
-    state alone exceed the memory cannot start (CUDA runs: the memory plan's business)."""
+    processes than cores only slow each other down; a model that does not fit cannot start:
+    the memory plan's CPU estimate (weights, gradients, Adam state and the activations of
+    MAX_TOKENS tokens, measured: docs/reproducing.md), or, with activation checkpointing, which
+    has no CPU activation model, the resident part alone (CUDA runs: the memory plan's
+    business)."""
     if layout.device != "cpu":
         return None
     if layout.nproc > cores:
         return (f"NPROC={layout.nproc} CPU processes, but this machine gives the run {cores} "
                 f"core(s): at most one process per core (more only slow each other down); "
                 f"set NPROC={cores} or less")
-    params = parameter_count(cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM"),
-                             cfg.int("FFN_DIM"), dictionary_size(cfg))
-    need_gb = CPU_RESIDENT_BYTES * params * layout.nproc / 2 ** 30
+    enc, dec, width = cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM")
+    vocab = dictionary_size(cfg)
+    params = parameter_count(enc, dec, width, cfg.int("FFN_DIM"), vocab)
+    tokens = layout.max_tokens or cfg.int("MAX_TOKENS")
+    if layout.checkpoint_activations:
+        per_process = CPU_RESIDENT_BYTES * params
+        what = "whose fp32 weights, gradients and Adam state alone take"
+    else:
+        per_process = memory_estimate(params, enc + dec, width, vocab, tokens, layout.precision,
+                                      world=layout.nproc, device="cpu").peak
+        what = (f"whose weights, gradients, Adam state and the activations of MAX_TOKENS="
+                f"{tokens} tokens take")
+    need_gb = per_process * layout.nproc / 2 ** 30
     if need_gb > memory_gb:
         return (f"ENC_LAYERS={cfg['ENC_LAYERS']} DEC_LAYERS={cfg['DEC_LAYERS']} at EMBED_DIM="
                 f"{cfg['EMBED_DIM']}, FFN_DIM={cfg['FFN_DIM']}: {params / 1e6:,.0f}M parameters, "
-                f"whose fp32 weights, gradients and Adam state alone take {need_gb:,.1f} GB in "
-                f"{layout.nproc} process(es), more than this machine's {memory_gb:,.1f} GB; use "
-                f"fewer or narrower layers, or a GPU machine")
+                f"{what} {need_gb:,.1f} GB in {layout.nproc} process(es), more than this "
+                f"machine's {memory_gb:,.1f} GB; use fewer or narrower layers, a smaller "
+                f"MAX_TOKENS (TOKENS_PER_UPDATE is kept by --update-freq), or a GPU machine")
     return None
 
 
@@ -370,6 +384,10 @@ OUTSIDE = {
                     "writes the training log outside the run (or off this machine); the run's "
                     "train.log has every logged value: python -m "
                     "deepnet_fairseq.recipes.reporting.curves RUN_DIR plots them"),
+    **dict.fromkeys(("checkpoint_suffix", "no_save", "no_last_checkpoints"),
+                    "changes or removes the checkpoints the recipe resumes, averages and "
+                    "evaluates (checkpoints/checkpoint_last.pt and checkpoint_*_N.pt); "
+                    "SAVE_INTERVAL_UPDATES and AVERAGE_LAST set how often and how many"),
     "plasma_path": "puts a data store outside the run; the recipe loads the data itself",
     "help": "prints fairseq-train's options instead of training; run fairseq-train --help",
     "user_dir": "is set by the recipe (its plugin, deepnet_fairseq): another would load code "
