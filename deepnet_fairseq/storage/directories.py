@@ -44,7 +44,7 @@ def is_ours(path: str) -> bool:
 
 def remove_tree(path: str) -> None:
     """Delete PATH if it exists and the recipes created it; refuse otherwise."""
-    refuse_planted_links(os.path.dirname(os.path.abspath(path)))
+    refuse_planted_links(os.path.abspath(path))  # a planted link at PATH too: named as such
     if not os.path.lexists(path):
         return
     if os.path.islink(path) or not os.path.isdir(path) or not is_ours(path):

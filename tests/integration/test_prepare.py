@@ -249,3 +249,35 @@ def test_the_generated_corpus_is_deterministic_multilingual_and_in_the_local_lay
     english = (tmp_path / "a" / "de-en" / "train.en").read_text("utf-8").splitlines()
     lengths = sorted(len(line.split()) for line in english)
     assert 8 <= lengths[len(lengths) // 2] <= 16  # realistic median length
+
+
+# ---- links planted for prepare's directories ------------------------------------------------------
+
+def _prepare(work, timeout=300):
+    env = {**os.environ, "DEVICE": "cpu", "SIZE": "smoke", "SOURCE": "multi30k",
+           "DEEPNET_WORK": str(work), "PYTHONPATH": REPO}
+    return subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes", "wmt17", "prepare"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_link_planted_for_a_directory_of_prepare_is_not_followed(tmp_path):
+    """Each directory prepare leaves (found by running it) and the PATH.tmp each is built in,
+    planted as a link to a marked directory elsewhere before prepare starts: prepare stops with
+    one line naming the link, and writes nothing through it."""
+    from deepnet_fairseq.storage import directories
+
+    reference = tmp_path / "reference"
+    assert _prepare(reference).returncode == 0
+    made = sorted(os.path.relpath(p, reference) for p, _, _ in os.walk(reference))[1:]
+    assert {"data", "data/bin", "data/spm"} <= set(made)
+    planted = made + [name + ".tmp" for name in made if name != "data"]
+    for number, name in enumerate(planted):
+        work, elsewhere = tmp_path / f"case-{number}" / "work", tmp_path / f"case-{number}" / "x"
+        directories.make_dirs(str(elsewhere))  # marked: only the link may stop prepare
+        directories.make_dirs(str(work / os.path.dirname(name)))  # as prepare makes them
+        (work / name).symlink_to(elsewhere, target_is_directory=True)
+        proc = _prepare(work)
+        assert proc.returncode != 0, name
+        last = proc.stderr.strip().splitlines()[-1]
+        assert str(work / name) in last and "symbolic link" in last, (name, proc.stderr[-2000:])
+        assert sorted(os.listdir(elsewhere)) == [directories.MARKER], name

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from support import REPO
 
 ALLOCATE = "python -c 'x = bytearray(b\"1\" * (400 * 2 ** 20))'"  # a 400 MB child
@@ -42,3 +44,16 @@ def test_the_shells_earlier_children_are_not_counted_but_ours_are(tmp_path):
     assert child_mb >= 600 and child.endswith("MB (its largest child)"), child
     figures = json.loads(stages_json.read_text())
     assert figures["own"]["peak_rss_mb"] == own_mb and figures["child"]["peak_rss_mb"] == child_mb
+
+
+def test_damaged_stage_figures_are_one_line_naming_the_file(tmp_path):
+    """prepare reads its earlier stages' figures back: a truncated stages.json (a full disk, a
+    kill mid-write by another program) is a RecordError naming it, not a JSON traceback."""
+    from deepnet_fairseq.recipes.data.prepare import Stages
+    from deepnet_fairseq.storage.fileio import RecordError
+
+    damaged = tmp_path / "stages.json"
+    for text in ('{"clean": {"seconds": 1', "[1, 2]"):
+        damaged.write_text(text)
+        with pytest.raises(RecordError, match=str(damaged)):
+            Stages(str(damaged), print)

@@ -19,7 +19,6 @@ Output in ``$WORK/data``: ``raw/`` (the references of evaluation), ``clean/``, `
 
 import contextlib
 import glob
-import json
 import os
 import resource
 import shutil
@@ -36,7 +35,8 @@ from .rawtext import PrepareError, check_aligned, check_inputs, count_lines
 from ..spec.settings import DATA, Settings, affecting, changed
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
-from ...storage.fileio import RecordError, append_copy, move, open_no_follow, remove_file
+from ...storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
+                               remove_file)
 
 
 def raw_text(cfg: Settings, out: str, say) -> List[str]:
@@ -183,9 +183,8 @@ class Stages:
         self.path, self.say = path, say
         self.figures = {}
         self.children_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as stored:
-                self.figures = json.load(stored)
+        # figures, not a record any step decides by (no schema); a damaged file is one line
+        self.figures = read_json(path) or {}
 
     @staticmethod
     def cpu_seconds() -> float:
