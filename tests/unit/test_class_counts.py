@@ -1,0 +1,52 @@
+"""docs/running.md counts the generated cases of each class test: the counts here are read from
+the tests' own parametrisations (the lists they generate from the declarations and parsers),
+so a declaration added or removed changes them, and the docs must say so."""
+
+import os
+
+import pytest
+
+from support import REPO
+import test_file_layer  # noqa: E402
+import test_hostile_runtime  # noqa: E402
+import test_launch  # noqa: E402
+import test_settings_properties  # noqa: E402
+
+CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
+    (test_launch, "test_every_spelling_of_every_refused_destination_is_refused",
+     "the recipe refuses, from fairseq-train's own parser, {}"),
+    (test_settings_properties, "test_every_bound_of_every_setting_is_where_it_is_declared",
+     "the edges of every declared bound, {}"),
+    (test_settings_properties, "test_every_whole_number_setting_takes_ascii_digits_only",
+     "against other scripts' digits, {}"),
+    (test_settings_properties, "test_a_language_code_that_would_split_a_file_name_is_refused",
+     "codes that split file names, {}"),
+    (test_settings_properties, "test_a_runs_entry_sets_only_what_may_differ_between_runs",
+     "scope in a `RUNS` entry, {}"),
+    (test_hostile_runtime, "test_a_run_is_resumed_only_with_the_settings_it_trained_with",
+     "under each changed training setting, {}"),
+    (test_hostile_runtime, "test_every_data_setting_changed_is_refused_by_prepare",
+     "under each changed data setting, {}"),
+    (test_file_layer, "test_no_door_of_the_layer_follows_a_link_planted_in_a_marked_directory",
+     "at each door of the file layer, {}"),
+    (test_file_layer, "test_the_scan_sees_each_kind_of_write",
+     "the source scan must see, {}"),
+]
+
+
+def cases(test) -> int:
+    """How many cases pytest generates from TEST's parametrize marks (their product)."""
+    count = 1
+    for mark in getattr(test, "pytestmark", []):
+        if mark.name == "parametrize":
+            count *= len(mark.args[1])
+    return count
+
+
+@pytest.mark.parametrize("module, name, phrase", CLASSES, ids=[c[1] for c in CLASSES])
+def test_the_docs_count_each_class(module, name, phrase):
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
+        text = " ".join(handle.read().split())
+    count = cases(getattr(module, name))
+    assert count > 1, f"{name}: not generated"
+    assert phrase.format(count) in text, (name, count)
