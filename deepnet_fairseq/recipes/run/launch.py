@@ -384,9 +384,11 @@ OUTSIDE = {
                     "writes the training log outside the run (or off this machine); the run's "
                     "train.log has every logged value: python -m "
                     "deepnet_fairseq.recipes.reporting.curves RUN_DIR plots them"),
-    **dict.fromkeys(("checkpoint_suffix", "no_save", "no_last_checkpoints"),
-                    "changes or removes the checkpoints the recipe resumes, averages and "
-                    "evaluates (checkpoints/checkpoint_last.pt and checkpoint_*_N.pt); "
+    # renamed or missing checkpoints would be neither resumed nor evaluated; --no-save stays
+    # allowed: a run that saves nothing (the GPU check's throughput runs) asks for it
+    **dict.fromkeys(("checkpoint_suffix", "no_last_checkpoints"),
+                    "changes the checkpoints the recipe resumes, averages and evaluates "
+                    "(checkpoints/checkpoint_last.pt and checkpoint_*_N.pt); "
                     "SAVE_INTERVAL_UPDATES and AVERAGE_LAST set how often and how many"),
     "plasma_path": "puts a data store outside the run; the recipe loads the data itself",
     "help": "prints fairseq-train's options instead of training; run fairseq-train --help",
