@@ -23,6 +23,7 @@ The rules:
 
 import math
 import re
+import unicodedata
 from typing import Dict, Optional
 
 # fairseq's own lines, anchored on its logger's format, never matched anywhere in a line.
@@ -53,6 +54,15 @@ _DIVERGED = re.compile(_RANK + r"FloatingPointError\b|" + _PROGRESS
                        + r"[^\n]*\bloss[= ](?:nan|inf|-inf)\b", re.IGNORECASE | re.MULTILINE)
 HEADER = "==== attempt "
 """How the runner's own lines in a training log start (never read as fairseq's output)."""
+
+
+def one_line(text: str) -> str:
+    """TEXT with its control characters escaped (a line end as \\n), for what the runner writes
+    after HEADER: a line end in it would open a line that is not HEADER's, which the verdicts
+    would read as fairseq's output. (The settings refuse control characters; the paths and
+    command around them are not settings.)"""
+    return "".join(repr(char)[1:-1] if unicodedata.category(char) == "Cc" else char
+                   for char in text)
 VALID_LOSS = re.compile(_VALID + r"loss (\S+)", re.MULTILINE)
 VALID_NLL = re.compile(_VALID + r"[^\n]*?\| nll_loss (\S+)", re.MULTILINE)
 UPDATES = re.compile(_PROGRESS + r"[^\n]*?\bnum_updates[= ](\d+)", re.MULTILINE)

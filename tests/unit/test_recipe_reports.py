@@ -250,6 +250,10 @@ ECHOES = {
     "options dump, compat": lambda text: "INFO:fairseq_cli.train:" + repr({"save_dir": text}),
     "a path": lambda text: f"2026-11-25 10:00:00 | INFO | fairseq.checkpoint_utils | saved "
                            f"checkpoint {text}/checkpoint_1_20.pt",
+    # a line end in the command (a path around the settings, which refuse one) stays on the
+    # header's line: the runner writes it through one_line
+    "header, after a line end": lambda text: f"{fairseq_log.HEADER}1, 2026-11-25, host: "
+                                             + fairseq_log.one_line(f"fairseq-train x\n{text}"),
 }
 TRAINED = ("2026-11-25 10:00:00 | INFO | train_inner | epoch 001:     20 / 40 loss=6.9, "
            "nll_loss=6.1, num_updates=20\n" + VALID.format(6.5, 20))
@@ -425,3 +429,15 @@ def test_a_runs_seed_comes_from_its_records(tmp_path):
     assert report.seed_of(str(run), {}) == ""
     (run / "config.json").write_text(json.dumps({"settings": {"SEED": {"value": "2"}}}))
     assert report.seed_of(str(run), {}) == "2"
+
+
+def test_a_label_is_one_cell_of_the_table(tmp_path):
+    """RUN_LABEL is free text: a "|" in it opened a column (a forged cell) in table.md."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "a-6L-6L", "deepnet", 6, "ok", 20.0)
+    status = json.loads((runs / "a-6L-6L" / "status.json").read_text())
+    (runs / "a-6L-6L" / "status.json").write_text(json.dumps({**status, "label": "x|1 | y"}))
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    rows = [line for line in (tmp_path / "out" / "table.md").read_text().splitlines()
+            if line.startswith("| x")]
+    assert rows == ["| x\\|1 \\| y | 20.0 |"] * 2, rows  # tokenized BLEU, then sacreBLEU

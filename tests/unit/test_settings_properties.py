@@ -246,3 +246,47 @@ def test_processes_per_machine_have_an_upper_bound():
     assert settings.RANGES["WORKERS"][1] == 4 * (os.cpu_count() or 1) + 1
     with pytest.raises(SettingError, match="WORKERS=100000 .*must be >= 1 and <"):
         settings.resolve("wmt17", {"WORKERS": "100000", "DEVICE": "cpu"}, REPO, lambda: 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("char", ["\x00", "\n", "\r", "\x1b", "\x7f"])
+def test_no_setting_takes_a_control_character(name, char):
+    """A line end in RUN_NAME was echoed by the attempt header as a line of its own, which the
+    verdict read as fairseq's ("FloatingPointError": a healthy run recorded diverged); a value
+    goes into file names, fairseq's command line and one-line records. A list (RUNS,
+    TRAIN_ARGS, METHODS, DEPTHS, LANGS) may put its items on several lines, nothing more."""
+    value = f"1{char}2"
+    listed = SETTINGS[name].kind in ("words", "ints") or name in settings.LIST_SETTINGS
+    if listed and char in "\n\r":
+        try:
+            settings._check(name, value, "a test")
+        except SettingError as error:
+            assert "control character" not in str(error)  # refused as its kind, if at all
+        return
+    with pytest.raises(SettingError, match="control character"):
+        settings._check(name, value, "a test")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if SETTINGS[n].kind == "float"])
+@pytest.mark.parametrize("value", ["1_0", "1_0e-7", "0x1p-3", "١.٠", "1e5_0"])
+def test_a_number_is_written_as_fairseq_reads_it(name, value):
+    """Python's float() takes "1_0" (and the environment's 1_0e-7), which fairseq would be
+    handed as --lr 1_0; only plain decimal and exponent notation is a number here."""
+    with pytest.raises(SettingError, match=re.escape(name)):
+        settings._check(name, value, "a test")
+
+
+@pytest.mark.parametrize("encoding, ok", [("utf-8", True), ("latin-1", True), ("cp1252", True),
+                                          ("rot13", False), ("base64", False),
+                                          ("hex", False), ("zlib", False)])
+def test_the_encoding_is_a_text_encoding(encoding, ok, tmp_path):
+    """codecs knows bytes-to-bytes codecs too: ENCODING=rot13 passed, and prepare failed after
+    creating its directories with "unknown encoding"."""
+    env = {"DEVICE": "cpu", "SIZE": "smoke", "ENCODING": encoding,
+           "DEEPNET_WORK": str(tmp_path / "w")}
+    if ok:
+        assert settings.resolve("wmt17", env, REPO, lambda: 0)["ENCODING"] == encoding
+    else:
+        with pytest.raises(SettingError, match="ENCODING.*not a text encoding"):
+            settings.resolve("wmt17", env, REPO, lambda: 0)
+    assert not (tmp_path / "w").exists()

@@ -216,6 +216,12 @@ def mark_stalled(rows: List[Dict], baseline: float,
                           and stalled(float(loss), baseline, margin))
 
 
+def _markdown(text: str) -> str:
+    """TEXT as one cell of a markdown table: a "|" in a run's label (RUN_LABEL is free text)
+    would otherwise open a column of its own, or a row."""
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
 def by_cell(rows: List[Dict]) -> Dict[tuple, List[Dict]]:
     """(label, N, M) -> the runs of that method and depth, one per seed."""
     cells: Dict[tuple, List[Dict]] = {}
@@ -332,14 +338,14 @@ def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
                 for n, m in depths:
                     runs = index.get((label, n, m))
                     cells.append(_cell(runs) + (_paper(runs[0]["paper_bleu"]) if runs else ""))
-                out.append(f"| {label} | " + " | ".join(cells) + " |")
+                out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
         if declared.metric != "sacrebleu":
             out.append("\nDetokenised sacreBLEU of the same runs:\n")
             out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
             out.append("|---|" + "---|" * len(depths))
             for label in labels:
                 cells = [_sacrebleu(index.get((label, n, m), [])) for n, m in depths]
-                out.append(f"| {label} | " + " | ".join(cells) + " |")
+                out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
     collapsed = [r for r in rows if _ignores(r)]
     if collapsed:
         out.append(f"\nRuns with fewer than {DEFAULT_MIN_SHARE:.0%} distinct test translations "
@@ -485,7 +491,7 @@ def loss_markdown(dataset: str, rows: List[Dict], baseline: float, margin: float
            "| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |",
            "|---|" + "---|" * len(depths)]
     for label in sorted({r["label"] for r in rows}):
-        out.append(f"| {label} | " + " | ".join(_loss_cell(index.get((label, n, m)), column)
+        out.append(f"| {_markdown(label)} | " + " | ".join(_loss_cell(index.get((label, n, m)), column)
                                                  for n, m in depths) + " |")
     return "\n".join(out) + "\n"
 

@@ -27,7 +27,7 @@ import threading
 from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
-from ...fairseq_log import HEADER, classify, vocab_size
+from ...fairseq_log import HEADER, classify, one_line, vocab_size
 from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
@@ -246,7 +246,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         write_record(os.path.join(run_dir, "status.json"), "status",
                      {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
     header = (f"{HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
-              f"{_now()}, {socket.gethostname()}: {shlex.join(command)}\n")
+              f"{_now()}, {socket.gethostname()}: {one_line(shlex.join(command))}\n")
     for path in (attempt_log, train_log):
         _append(path, header)
     log(cfg, "train", f"{name}: attempt {number}, log {train_log} (live)")

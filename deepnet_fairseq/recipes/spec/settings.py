@@ -21,6 +21,7 @@ import difflib
 import math
 import os
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
@@ -397,10 +398,32 @@ class Settings:
         return "\n".join(lines + [f"  note: {note}" for note in self.notes])
 
 
+# kinds whose value is a list: line ends and tabs separate its items (RUNS, TRAIN_ARGS and
+# METHODS written over several lines of a TOML file)
+LIST_SETTINGS = ("RUNS", "TRAIN_ARGS")
+_SEPARATORS = "\n\r\t"
+
+
+def _control(value: str, separators: str) -> Optional[str]:
+    """The first control character of VALUE (a NUL, a line end, an escape ...) other than
+    SEPARATORS, or None: a value goes into file names, fairseq's command line and the one-line
+    records and logs that the recipes read back, where a line end would forge a line."""
+    for char in value:
+        if unicodedata.category(char) == "Cc" and char not in separators:
+            return char
+    return None
+
+
 def _check(name: str, value: str, source: str) -> str:
     kind = SETTINGS[name].kind
     where = f"{name}={value!r} (from {source})"
     value = value.strip()
+    listed = kind in ("words", "ints") or name in LIST_SETTINGS
+    char = _control(value, _SEPARATORS if listed else "")
+    if char is not None:
+        raise SettingError(f"{where}: holds the control character {char!r}; " + (
+            "only line ends and tabs may separate its items" if listed
+            else "a setting is one line of printable text"))
     if kind in ("int", "int|auto", "float", "ints", "betas") and not value.isascii():
         # Python's int() and float() read other scripts' digits (LAYERS=٣); fairseq and the
         # shell scripts do not
@@ -412,8 +435,9 @@ def _check(name: str, value: str, source: str) -> str:
         if value != "auto" and not re.fullmatch(r"[0-9]+", value):
             raise SettingError(f"{where}: expected a whole number >= 0, or auto")
     elif kind == "float":
-        try:
-            ok = math.isfinite(float(value))
+        try:  # as fairseq and the shell read a number: float() would also take "1_0"
+            ok = bool(re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", value)) \
+                and math.isfinite(float(value))
         except ValueError:
             ok = False
         if not ok:
@@ -615,9 +639,12 @@ def check_ranges(cfg: "Settings") -> None:
         import codecs
 
         try:
-            codecs.lookup(cfg["ENCODING"])
+            # a text encoding: codecs also knows bytes-to-bytes ones (base64, rot13 ...)
+            text = codecs.lookup(cfg["ENCODING"])._is_text_encoding
         except (LookupError, ValueError):  # ValueError: a NUL in the name
-            bad("ENCODING", "not an encoding Python knows (e.g. utf-8, latin-1, cp1252)")
+            text = False
+        if not text:
+            bad("ENCODING", "not a text encoding Python knows (e.g. utf-8, latin-1, cp1252)")
     if problems:
         raise SettingError("\n".join(problems))
 
