@@ -10,7 +10,8 @@ read as version 1 of the kind asked for, which is the format those were written 
 """
 
 import json
-from typing import Optional
+import math
+from typing import Callable, Dict, Optional
 
 from ..storage.fileio import RecordError, read_json, write_atomically
 
@@ -23,6 +24,59 @@ KINDS = {
     "sweep-config": 1,     # WORK/sweep.config.json: a sweep's settings and runs
     "purpose": 1,          # RUN/eval/purpose.json: the checkpoints and arguments evaluated
     "eval": 2,             # RUN/eval/eval.json: the scores; 2 adds "references" (a path)
+}
+
+
+# ---- the fields the readers rely on, typed: a hand-edited record ("tok_bleu": "abc", a list
+# where the settings belong) is refused in one line naming the field, not a traceback in the
+# middle of a report; a field that is absent is the reader's to default, one that is present
+# must be of its type. Fields not listed here are not read as anything but text.
+
+def _text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:  # a loss may be inf or nan: a diverged run's
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _score(value) -> bool:  # a score is a finite number, or none (not decoded)
+    return value is None or (_number(value) and math.isfinite(value))
+
+
+def _settings(value) -> bool:  # name -> {"value": text, "from": text}
+    return isinstance(value, dict) and all(
+        _text(name) and isinstance(item, dict) and _text(item.get("value"))
+        and _text(item.get("from", "")) for name, item in value.items())
+
+
+def _directions(value) -> bool:  # "en-de" -> its scores
+    return isinstance(value, dict) and all(
+        _text(pair) and isinstance(scores, dict)
+        and all(_score(scores.get(key)) for key in ("sacrebleu", "tok_bleu", "distinct_share"))
+        for pair, scores in value.items())
+
+
+def _words(value) -> bool:
+    return isinstance(value, list) and all(map(_text, value))
+
+
+FIELDS: Dict[str, Dict[str, Callable[[object], bool]]] = {
+    "status": {"status": _text, "reason": _text, "method": _text, "label": _text,
+               "dataset": _text, "encoder_layers": _whole, "decoder_layers": _whole,
+               "num_updates": _whole, "attempt": _whole, "seed": _whole,
+               "last_valid_loss": _number},
+    "run-config": {"dataset": _text, "settings": _settings, "command": _words},
+    "data-config": {"dataset": _text, "settings": _settings},
+    "evaluate-config": {"settings": _settings},
+    "sweep-config": {"settings": _settings},
+    "purpose": {},
+    "eval": {"directions": _directions, "sacrebleu_avg": _score, "en_x": _score,
+             "x_en": _score},
 }
 
 
@@ -58,4 +112,8 @@ def read_record(path: str, kind: str) -> Optional[dict]:
                           f"which this deepnet_fairseq does not read (versions 1 to "
                           f"{KINDS[kind]}): read it with the deepnet_fairseq that wrote it, or "
                           f"{redo}")
+    for field, is_valid in FIELDS[kind].items():
+        if field in data and not is_valid(data[field]):
+            raise RecordError(f"{path}: its field {field!r} is not what a {kind} record holds "
+                              f"({json.dumps(data[field])[:80]}); {redo}")
     return data

@@ -368,6 +368,8 @@ def test_the_report_keeps_the_nll_and_plots_it_where_every_run_has_it(tmp_path):
     ('{"status": "ok", "schema": {"kind": "status", "version": 99}}', "schema version 99"),
     ('{"status": "ok", "schema": {"kind": "eval", "version": 1}}', "a record of kind eval where"),
     ('{"status": "ok", "schema": "1"}', "malformed schema field"),
+    ('{"status": "ok", "method": "deepnet", "encoder_layers": "six"}',
+     "its field 'encoder_layers'"),  # a hand edit
 ])
 def test_a_broken_record_leaves_its_run_out_not_the_report(tmp_path, capsys, broken, why):
     """A run under runs/ whose status.json cannot be read: the report of the others is written,
@@ -441,3 +443,16 @@ def test_a_label_is_one_cell_of_the_table(tmp_path):
     rows = [line for line in (tmp_path / "out" / "table.md").read_text().splitlines()
             if line.startswith("| x")]
     assert rows == ["| x\\|1 \\| y | 20.0 |"] * 2, rows  # tokenized BLEU, then sacreBLEU
+
+
+def test_a_hand_edited_score_leaves_its_run_out_not_the_report(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5)
+    _fake_run(runs, "deepnet-18L-18L", "deepnet", 18, "ok", 28.4)
+    edited = runs / "deepnet-18L-18L" / "eval" / "eval.json"
+    edited.write_text(edited.read_text().replace("28.4", '"abc"', 1))
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| deepnet | 27.5 (paper 27.8) |" in table
+    assert "deepnet-18L-18L" in table.split("cannot be read")[1]
+    assert "its field 'directions'" in capsys.readouterr().err

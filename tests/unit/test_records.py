@@ -72,3 +72,39 @@ def test_records_are_read_and_written_in_one_place():
     writers = {m for m, _ in _calls("write_json")} - {here}
     assert writers == {prepare}
     assert len([1 for m, _ in _calls("write_json") if m in writers]) == 1  # Stages
+
+
+# a value of another type for each typed field (a hand edit, another program's file)
+WRONG = [None, "abc", ["x"], {"a": 1}, True, float("nan"), 1.5, -3]
+
+
+@pytest.mark.parametrize("kind, field", [(k, f) for k in sorted(records.FIELDS)
+                                         for f in sorted(records.FIELDS[k])])
+def test_a_field_of_another_type_is_refused_naming_it(tmp_path, kind, field):
+    """Every typed field of every kind, given values of other types: each that its type does
+    not admit is a RecordError naming the file and the field, never a value the readers would
+    then trip over ("tok_bleu": "abc" was a traceback after results.csv was written; a list
+    as the settings a TypeError on the relaunch)."""
+    is_valid = records.FIELDS[kind][field]
+    refused = [value for value in WRONG if not is_valid(value)]
+    assert refused, f"{kind}.{field} admits every wrong value"
+    path = tmp_path / "r.json"
+    for value in refused:
+        path.write_text(json.dumps({field: value}))
+        with pytest.raises(RecordError, match=f"{path}: its field '{field}'"):
+            read_record(str(path), kind)
+
+
+def test_a_score_is_finite_and_the_settings_are_text(tmp_path):
+    path = tmp_path / "eval.json"
+    for directions in ({"en-de": {"tok_bleu": float("nan")}}, {"en-de": {"tok_bleu": "abc"}},
+                       [1, 2], {"en-de": [1]}):
+        path.write_text(json.dumps({"directions": directions}))
+        with pytest.raises(RecordError, match="'directions'"):
+            read_record(str(path), "eval")
+    path.write_text(json.dumps({"directions": {"en-de": {"tok_bleu": 20.5, "sacrebleu": None}}}))
+    assert read_record(str(path), "eval")["directions"]["en-de"]["tok_bleu"] == 20.5
+    for settings in ({"LR": [1]}, {"LR": {"value": 1}}, [["LR", "1"]]):
+        path.write_text(json.dumps({"settings": settings}))
+        with pytest.raises(RecordError, match="'settings'"):
+            read_record(str(path), "run-config")
