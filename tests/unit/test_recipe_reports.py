@@ -456,3 +456,30 @@ def test_a_hand_edited_score_leaves_its_run_out_not_the_report(tmp_path, capsys)
     assert "| deepnet | 27.5 (paper 27.8) |" in table
     assert "deepnet-18L-18L" in table.split("cannot be read")[1]
     assert "its field 'directions'" in capsys.readouterr().err
+
+
+def _with_settings(runs, name, **values):
+    """Give the fake run NAME a config.json whose settings hold VALUES (as the runner writes)."""
+    from deepnet_fairseq.recipes.records import write_record
+
+    write_record(str(runs / name / "config.json"), "run-config", {"dataset": "wmt17", "settings": {
+        key: {"value": value, "from": "a test"} for key, value in values.items()}})
+
+
+def test_runs_that_trained_differently_are_not_seeds_of_one_cell(tmp_path, capsys):
+    """Ad-hoc runs in the same work directory at another LR (or TRAIN_ARGS) were counted as
+    seeds of the cell; a repeated run (the same settings and seed, SEED=1 beside SEED=01) as a
+    second seed."""
+    runs = tmp_path / "runs"
+    for name, bleu, values in [("a", 20.0, {"SEED": "1", "LR": "1e-3"}),
+                               ("b", 22.0, {"SEED": "2", "LR": "0.001"}),
+                               ("c", 30.0, {"SEED": "1", "LR": "2e-3"}),
+                               ("d", 21.0, {"SEED": "01", "LR": "0.001"})]:
+        _fake_run(runs, name, "deepnet", 6, "ok", bleu)
+        _with_settings(runs, name, METHOD="deepnet", ENC_LAYERS="6", DEC_LAYERS="6", **values)
+    rows = report.collect("wmt17", str(runs))
+    cells = {label: sorted(r["run"] for r in members)
+             for (label, _, _), members in report.by_cell(rows).items()}
+    # 1e-3 and 0.001 are one LR: a and b are two seeds of it; d (SEED=01) is a again
+    assert cells == {"deepnet (LR=1e-3)": ["a", "b"], "deepnet (LR=2e-3)": ["c"]}
+    assert "run d: the same training as" in capsys.readouterr().err

@@ -59,6 +59,7 @@ from ...storage.fileio import RecordError, ensure_directory, one_line_os_errors
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
 from ..datasets import DATASETS, METRICS
 from .paper import lookup
+from ..spec.settings import TRAINED, affecting, typed
 
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
            "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
@@ -110,7 +111,59 @@ def collect(dataset: str, runs_dir: str, unreadable: Optional[List[str]] = None)
             continue
         if row is not None:
             rows.append(row)
-    return rows
+    return _apart(rows, unreadable)
+
+
+# what places a run in a cell of the table (its row and column) rather than in a variant of it
+CELL_SETTINGS = ("METHOD", "ENC_LAYERS", "DEC_LAYERS", "SEED")
+
+
+def _apart(rows: List[Dict], unreadable: Optional[List[str]]) -> List[Dict]:
+    """ROWS with the runs of one label kept apart where they trained differently: the seeds of
+    a cell are runs that differ in their seed alone. Where the runs of a label differ in a
+    setting that changes what is trained (``affects`` TRAINED in spec/settings.py: LR,
+    TRAIN_ARGS, ...; read from each run's config.json), each row's label names its values
+    ("deepnet (LR=0.002)"), and a variant is no longer the paper's setting. A run with the
+    settings and seed of another in its cell is the same training again: left out, with a
+    warning naming both, instead of counting as a second seed."""
+    by_label: Dict[str, List[Dict]] = {}
+    for row in rows:
+        by_label.setdefault(row["label"], []).append(row)
+    for label, members in by_label.items():
+        differing = [name for name in affecting(TRAINED) if name not in CELL_SETTINGS
+                     and len({_value(r, name) for r in members}) > 1]
+        shown: Dict[tuple, str] = {}  # one spelling per value: 1e-3 and 0.001 are one LR
+        for row in members if differing else ():
+            row["label"] = f"{label} (" + ", ".join(
+                f"{name}=" + shown.setdefault((name, _value(row, name)),
+                                              row["_settings"].get(name, "(unset)"))
+                for name in differing) + ")"
+            row["paper_bleu"] = ""
+    kept, seen = [], {}
+    for row in rows:
+        seed = _value(row, "SEED") if "SEED" in row["_settings"] else row["seed"]
+        key = (row["label"], row["encoder_layers"], row["decoder_layers"],
+               seed if seed != "" else row["run"])  # a seed no record names: not compared
+        if key in seen:
+            why = f"the same training as {seen[key]} (the same settings and seed): left out"
+            print(f"WARNING: run {row['run']}: {why}", file=sys.stderr)
+            if unreadable is not None:
+                unreadable.append(f"{row['run']}: {why}")
+            continue
+        seen[key] = row["run"]
+        kept.append(row)
+    for row in kept:
+        del row["_settings"]
+    return kept
+
+
+def _value(row: Dict, name: str):
+    """The setting NAME of ROW's run as its kind reads it (LR 1e-3 is 0.001), None if unset."""
+    text = row["_settings"].get(name)
+    try:
+        return None if text is None else typed(name, text)
+    except ValueError:  # a value this code no longer takes: compared as text
+        return text
 
 
 def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
@@ -130,7 +183,9 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     if stale:
         evaluation = {}
     n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
+    config = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
     row = {key: "" for key in COLUMNS}
+    row["_settings"] = {k: v["value"] for k, v in config.get("settings", {}).items()}
     row.update(dataset=dataset, run=name, method=status["method"],
                label=status.get("label") or status["method"], encoder_layers=n,
                decoder_layers=m, layers=n + m, status=status["status"],
