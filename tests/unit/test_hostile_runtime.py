@@ -400,6 +400,35 @@ def test_every_data_setting_changed_is_refused_by_prepare(tmp_path, name):
     assert f"{name}={settings[name]['value']} before" in prepare.prepared_otherwise(cfg, data)
 
 
+def _tree(path):
+    return sorted((os.path.relpath(os.path.join(d, n), path), os.path.getsize(os.path.join(d, n)))
+                  for d, _, names in os.walk(path) for n in names)
+
+
+@pytest.mark.parametrize("name", affecting(DATA))
+def test_every_data_setting_changed_is_refused_by_train_evaluate_and_the_sweep(
+        tmp_path, monkeypatch, capsys, name):
+    """Data prepared with another value of a data setting (VOCAB=1000, then 2000): train,
+    evaluate and the sweep refuse it as prepare does, naming the setting and both values,
+    before they write anything (a run recorded as VOCAB=2000 would have trained on 1000)."""
+    work = prepared_work(tmp_path)
+    cfg = _prepare_cfg(work, LAYERS="1")
+    settings = cfg.as_json()
+    other = _other_value(name, cfg.get(name))
+    settings[name] = {"value": other, "from": "an earlier prepare"}
+    write_record(str(work / "data" / "config.json"), "data-config",
+                 {"step": "prepare", "dataset": "wmt17", "settings": settings})
+    before = _tree(work)
+    said = f"{name}={other} before, {cfg.get(name, '(unset)')} now"
+    env = {"DEEPNET_WORK": str(work), "SOURCE": "multi30k", "LAYERS": "1"}
+    code, err = train(monkeypatch, capsys, env)
+    assert code == 2 and said in err.splitlines()[-1]
+    for step in (runner.evaluate, runner.sweep):
+        with pytest.raises(SettingError, match=re.escape(said)):
+            step(cfg, {**BASE, **env})
+    assert _tree(work) == before
+
+
 def test_what_prepare_reads_is_declared_to_affect_the_data():
     """Every setting the data steps read (prepare, raw text, cleaning, the datasets'
     declarations) is tagged affects=DATA, but those that change where or how fast, not what:

@@ -224,7 +224,8 @@ def raw_pairs(raw: str) -> List[str]:
 
 def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
     """Why DATA, already (partly) prepared, is not the data of these settings (its record,
-    ``config.json``, says other data settings), or None."""
+    ``config.json``, says other data settings), or None. Asked by prepare, and by train,
+    evaluate and the sweep before they write anything (``runner.data_otherwise``)."""
     started = [p for p in ("raw/.done", "spm.model", "bin/.done")
                if os.path.exists(os.path.join(data, p))]
     try:
@@ -240,9 +241,10 @@ def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
                                               record.get("settings", {}).items()}, cfg.values)
     if not different:
         return None
-    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): reusing "
-            f"it would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
-            f"recipes made it) to prepare it again")
+    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): using "
+            f"it would train or evaluate on other data than these settings say. Set the values "
+            f"it was prepared with, choose another DEEPNET_WORK, or delete {data} (the recipes "
+            f"made it) to prepare it again")
 
 
 def prepare(cfg: Settings) -> int:

@@ -124,6 +124,17 @@ def _vocab_size(bin_dir: str) -> int:
     return vocab_size(os.path.join(bin_dir, dicts[0]))
 
 
+def data_otherwise(cfg: Settings) -> None:
+    """Refuse (a SettingError naming each setting and both values) prepared data whose record
+    says other data settings than CFG's: a run would train or be evaluated on other data than
+    its records say (VOCAB=2000 recorded, 1000 pieces used). Prepare's own check."""
+    from ..data.prepare import prepared_otherwise  # prepare imports this module (log)
+
+    problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"])
+    if problem:
+        raise SettingError(problem)
+
+
 # ---- steps ----------------------------------------------------------------------------------
 
 def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
@@ -152,6 +163,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    data_otherwise(cfg)
     if os.path.isdir(run_dir) and not is_ours(run_dir):
         raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
                            "in it): refusing to write into it. Choose another RUN_NAME, or move "
@@ -299,6 +311,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if dry_run:
         print(shlex.join(command))
         return 0
+    data_otherwise(cfg)  # it decodes data/bin and scores against data/raw
     status = _status(run_dir)
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
@@ -420,6 +433,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    data_otherwise(cfg)  # before any run: each would be refused alike
     write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
                  {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
                   "runs": names})
