@@ -124,12 +124,35 @@ def _vocab_size(bin_dir: str) -> int:
     return vocab_size(os.path.join(bin_dir, dicts[0]))
 
 
+def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
+    """Why DATA, already (partly) prepared, is not the data of these settings (its record,
+    ``config.json``, says other data settings), or None. Asked by prepare, and by train,
+    evaluate and the sweep before they write anything (``data_otherwise``)."""
+    started = [p for p in ("raw/.done", "spm.model", "bin/.done")
+               if os.path.exists(os.path.join(data, p))]
+    try:
+        record = read_record(os.path.join(data, "config.json"), "data-config")
+    except RecordError as err:
+        return str(err) if started else None
+    if not started or record is None:
+        return None
+    if record.get("dataset") != cfg.dataset:
+        different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
+    else:
+        different = changed(affecting(DATA), {k: v["value"] for k, v in
+                                              record.get("settings", {}).items()}, cfg.values)
+    if not different:
+        return None
+    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): using "
+            f"it would train or evaluate on other data than these settings say. Set the values "
+            f"it was prepared with, choose another DEEPNET_WORK, or delete {data} (the recipes "
+            f"made it) to prepare it again")
+
+
 def data_otherwise(cfg: Settings) -> None:
     """Refuse (a SettingError naming each setting and both values) prepared data whose record
     says other data settings than CFG's: a run would train or be evaluated on other data than
     its records say (VOCAB=2000 recorded, 1000 pieces used). Prepare's own check."""
-    from ..data.prepare import prepared_otherwise  # prepare imports this module (log)
-
     problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"])
     if problem:
         raise SettingError(problem)
