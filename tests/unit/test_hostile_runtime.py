@@ -168,10 +168,10 @@ def test_a_link_planted_for_a_directory_of_a_run_is_not_followed(tmp_path, monke
 def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypatch, capsys):
     work = prepared_work(tmp_path)
     run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
-    with workdir.RunLock(run_dir):
+    with workdir.RunLock(run_dir, step="evaluate"):  # the step holding it is named
         code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
     assert code == 2 and f"is in use by pid {os.getpid()}" in err
-    assert "one trainer per run directory" in err
+    assert "(evaluate): one step (train or evaluate) at a time per run directory" in err
     assert not os.path.exists(os.path.join(run_dir, "status.json"))
 
 
@@ -521,7 +521,7 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
             out.write("the first evaluation decodes\n")
         records = {n: open(os.path.join(run_dir, n)).read()
                    for n in ("evaluate.log", "evaluate.config.json")}
-        with pytest.raises(workdir.Busy, match="in use by pid"):
+        with pytest.raises(workdir.Busy, match=r"in use by pid .*\(evaluate\): one step"):
             runner.evaluate(cfg, env)
         seen["kept"] = records == {n: open(os.path.join(run_dir, n)).read() for n in records}
         # a lock file opened anew is not the one held: an evaluation handed it is refused

@@ -239,7 +239,7 @@ def prepare(cfg: Settings) -> int:
                            "it): refusing to write into it. Choose another DEEPNET_WORK, or "
                            "move the directory away")
     make_dirs(data)
-    with RunLock(data, ".prepare.lock", "one prepare per data directory"):
+    with RunLock(data, ".prepare.lock", "prepare", "one prepare per data directory"):
         problem = prepared_otherwise(cfg, data)
         if problem:
             raise PrepareError(problem)

@@ -345,7 +345,7 @@ def main(argv=None) -> None:
     try:
         # one process at a time in a run directory: not while it trains (checkpoints changing
         # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock)
-        with RunLock(args.run_dir):
+        with RunLock(args.run_dir, step="evaluate"):
             _evaluate(parser, args, argv, generate_args)
     except Busy as err:
         parser.exit(1, f"error: {err}\n")

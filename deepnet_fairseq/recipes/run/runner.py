@@ -200,7 +200,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         return EXIT[status["status"]]
 
     make_dirs(run_dir)
-    with RunLock(run_dir, f"{LOCK}{layout.node_suffix}") as lock:
+    with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
         try:
             return _train_attempt(cfg, env, layout, command, lock)
         except OSError as err:  # a full disk, a directory made read-only: not "running"
@@ -341,7 +341,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
                            f"{run_dir}/status.json); run train.sh first")
     # the run's lock before anything is written: a second evaluation (or a training) is
     # refused here, with the first one's records and log untouched; the evaluation inherits it
-    with RunLock(run_dir) as lock:
+    with RunLock(run_dir, step="evaluate") as lock:
         return _evaluate_locked(cfg, env, command, lock)
 
 
