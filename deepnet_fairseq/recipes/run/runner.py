@@ -39,7 +39,7 @@ from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, ma
 from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
                              check_run_entry, resolve, run_label, run_name)
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
-                               overwrite_in_place, remove_file)
+                               overwrite_in_place, refuse_links_within, remove_file)
 from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
@@ -199,6 +199,10 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
 
+    # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by name:
+    # a link in them would resume from, and overwrite, what it points to
+    for directory in (run_dir, where["BIN"]):
+        refuse_links_within(directory)
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
         try:
@@ -335,6 +339,8 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
         print(shlex.join(command))
         return 0
     data_otherwise(cfg)  # it decodes data/bin and scores against data/raw
+    for directory in (where["CHECKPOINTS"], where["BIN"], where["RAW"]):
+        refuse_links_within(directory)  # read by name, as training's (evaluate.py checks too)
     status = _status(run_dir)
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
