@@ -1,6 +1,7 @@
 """A run as the recipes leave it (prepared and trained for real, a tiny model, once), then
 attacked file by file: a link planted for any file that train or evaluate hands to fairseq is
-refused in one line, what it points to untouched."""
+refused in one line, what it points to untouched; a run whose checkpoint_last.pt is at
+MAX_UPDATE is finished, not trained one update past it."""
 
 import os
 import shutil
@@ -109,3 +110,31 @@ def test_evaluation_follows_no_link_inside_what_it_reads(trained, tmp_path, monk
                            bin_dir])
         assert f"{link}: a symbolic link" in capsys.readouterr().err
         assert copy.read_bytes() == before
+
+
+def _status(work):
+    return runner._status(os.path.join(work, "runs", "deepnet-1L-1L"))
+
+
+@pytest.mark.parametrize("how", ["interrupted after its last save", "RETRY=1"])
+def test_a_run_at_max_update_is_finished_not_trained_past_it(trained, monkeypatch, capsys, how):
+    """checkpoint_last.pt at update 4 of MAX_UPDATE=4 (fairseq would take a 5th update after
+    loading it): a relaunch after a SIGTERM that came right after the last save, or RETRY=1,
+    trains nothing; the status is the one fairseq's log gives for a run that ended there."""
+    run_dir, _ = _run_files(trained)
+    last = os.path.join(run_dir, "checkpoints", "checkpoint_last.pt")
+    assert runner.updates_done(os.path.dirname(last)) == 4
+    before = open(last, "rb").read()
+    status = _status(trained)
+    if how == "RETRY=1":
+        code, err = _step(monkeypatch, capsys, trained, "train", RETRY="1")
+    else:
+        runner.write_record(os.path.join(run_dir, "status.json"), "status",
+                            {**status, "status": "interrupted", "reason": "stopped by SIGTERM"})
+        code, err = _step(monkeypatch, capsys, trained, "train")
+    assert code == 0, err
+    assert "checkpoint_last.pt is at update 4, MAX_UPDATE=4: nothing more to train (set " \
+           "MAX_UPDATE higher to train on)" in err
+    now = _status(trained)
+    assert (now["status"], now["num_updates"], now["attempt"]) == ("ok", 4, status["attempt"])
+    assert open(last, "rb").read() == before

@@ -106,6 +106,21 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             f"update 0")
 
 
+def updates_done(checkpoints: str) -> int:
+    """The updates CHECKPOINTS/checkpoint_last.pt holds (fairseq's optimizer history); 0 where
+    there is none or it cannot be read (``repair_last_checkpoint`` deals with that one)."""
+    from ...storage.checkpoint_io import CheckpointError, read_checkpoint
+
+    last = os.path.join(checkpoints, "checkpoint_last.pt")
+    if not os.path.isfile(last):
+        return 0
+    try:
+        history = read_checkpoint(last, mmap=True).get("optimizer_history") or [{}]
+    except CheckpointError:
+        return 0
+    return int(history[-1].get("num_updates", 0) or 0)
+
+
 def _stale_temporaries(run_dir: str) -> List[str]:
     """Temporaries a killed attempt leaves in a run directory: fairseq's ``*.pt.tmp``
     checkpoint copies and the ``.tmp-*`` files of ``atomic_open``. Only called under the run's
@@ -278,6 +293,11 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         repaired = repair_last_checkpoint(where["CHECKPOINTS"])
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
+    done, limit = updates_done(where["CHECKPOINTS"]), cfg.int("MAX_UPDATE")
+    if limit and done >= limit:
+        # fairseq, resumed from a checkpoint at --max-update, would still take one update (and
+        # save it): the run ended there (killed after its last save), nothing is trained
+        return _ended_at(cfg, layout, {**meta, "attempt": number - 1}, train_log, done)
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
                       "layout": {**asdict(layout), "world": layout.world}, "command": command})
@@ -329,6 +349,28 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
                       f"{': ' + result['reason'] if result['reason'] else ''} "
                       f"(see {run_dir}/status.json, {train_log})")
     return 128 + signum if state == "interrupted" else EXIT[state]
+
+
+def _ended_at(cfg: Settings, layout, meta: dict, train_log: str, done: int) -> int:
+    """A run whose checkpoint_last.pt is at MAX_UPDATE already: its status as for a run that
+    ended there, from fairseq's own lines in the run's log (every attempt's, so that one
+    that failed before its first update does not hide the last validation)."""
+    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
+    log(cfg, "train", f"{name}: checkpoint_last.pt is at update {done}, MAX_UPDATE="
+                      f"{cfg['MAX_UPDATE']}: nothing more to train (set MAX_UPDATE higher to "
+                      "train on)")
+    if not layout.is_rank0:
+        return 0
+    text = open(train_log, encoding="utf-8", errors="replace").read() \
+        if os.path.isfile(train_log) else ""
+    result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.int("WARMUP"))
+    write_record(os.path.join(run_dir, "status.json"), "status",
+                 {**meta, **(_status(run_dir) or {}), **result, "num_updates": done})
+    state = result["status"]
+    log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
+                      f"{': ' + result['reason'] if result['reason'] else ''} (from {train_log}; "
+                      f"see {run_dir}/status.json)")
+    return EXIT[state]
 
 
 def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
