@@ -97,15 +97,16 @@ class Busy(RuntimeError):
 class RunLock:
     """One launcher per run directory, for its whole life.
 
-    An exclusive ``flock`` on ``DIR/.lock``, which names its holder (pid, host, start). The
+    An exclusive ``flock`` on ``DIR/.lock``, which names its holder (pid, host, start, step). The
     kernel releases it when every process holding the descriptor has exited, however they
     die, so a killed run never leaves a stale lock; the trainer inherits the descriptor
     (``pass_fds``), so the lock is held while an orphaned trainer still writes checkpoints.
     """
 
-    def __init__(self, directory: str, name: str = LOCK, rule: str = "one trainer per run "
-                                                                          "directory"):
+    def __init__(self, directory: str, name: str = LOCK, step: str = "",
+                 rule: str = "one step (train or evaluate) at a time per run directory"):
         self.path = os.path.join(directory, name)
+        self.step = step  # written beside the holder: a second launch is told what holds it
         self.rule = rule  # what the lock enforces, for the message of a second launch
         self.fd = -1
 
@@ -125,7 +126,8 @@ class RunLock:
                        "for it to finish, or stop it, then launch again") from None
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}\n".encode())
+        step = f" ({self.step})" if self.step else ""
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}{step}\n".encode())
         self.fd = fd
         return self
 

@@ -12,7 +12,8 @@ and fails on a direct write anywhere else). What it guarantees:
   a new file only ever created (``create_new``), a rename replaces a link, not its target, and
   no path is followed through a link planted in a directory the recipes created
   (``refuse_planted_links``: every writer here, and ``directories.make_dirs``, which makes
-  the directories handed to fairseq);
+  the directories handed to fairseq), nor anywhere inside a directory handed to fairseq
+  (``refuse_links_within``: fairseq opens its files by name);
 - an OSError of the disk (full, read-only, not permitted) is one line naming the path
   (``describe_os_error``; ``one_line_os_errors`` for the console scripts).
 
@@ -50,6 +51,22 @@ def refuse_planted_links(path: str) -> None:
             raise OSError(errno.ELOOP, "a symbolic link in a directory the recipes created: "
                                        "they follow no link there", current)
         current = parent
+
+
+def refuse_links_within(path: str) -> None:
+    """Refuse PATH (an OSError, ELOOP, naming the link) if it is, or passes through, a link
+    planted in a directory of the recipes (``refuse_planted_links``), or if any file or
+    directory anywhere inside it is a symbolic link. Asked before a directory of the recipes
+    (a run's, its checkpoints, the prepared data) is handed to fairseq, which opens and
+    overwrites files in it by name: a checkpoint_last.pt linked to another run's would be
+    resumed from and written over."""
+    refuse_planted_links(path)
+    for root, directories, files in os.walk(path):  # not into linked directories: named below
+        for name in sorted(directories + files):
+            inside = os.path.join(root, name)
+            if os.path.islink(inside):
+                raise OSError(errno.ELOOP, "a symbolic link in a directory the recipes hand to "
+                                           "fairseq: they follow no link there", inside)
 
 
 class OutputIsInput(ValueError):

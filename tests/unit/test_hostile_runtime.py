@@ -168,10 +168,10 @@ def test_a_link_planted_for_a_directory_of_a_run_is_not_followed(tmp_path, monke
 def test_a_second_launch_of_a_run_says_which_process_holds_it(tmp_path, monkeypatch, capsys):
     work = prepared_work(tmp_path)
     run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
-    with workdir.RunLock(run_dir):
+    with workdir.RunLock(run_dir, step="evaluate"):  # the step holding it is named
         code, err = train(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "LAYERS": "1"})
     assert code == 2 and f"is in use by pid {os.getpid()}" in err
-    assert "one trainer per run directory" in err
+    assert "(evaluate): one step (train or evaluate) at a time per run directory" in err
     assert not os.path.exists(os.path.join(run_dir, "status.json"))
 
 
@@ -400,6 +400,35 @@ def test_every_data_setting_changed_is_refused_by_prepare(tmp_path, name):
     assert f"{name}={settings[name]['value']} before" in prepare.prepared_otherwise(cfg, data)
 
 
+def _tree(path):
+    return sorted((os.path.relpath(os.path.join(d, n), path), os.path.getsize(os.path.join(d, n)))
+                  for d, _, names in os.walk(path) for n in names)
+
+
+@pytest.mark.parametrize("name", affecting(DATA))
+def test_every_data_setting_changed_is_refused_by_train_evaluate_and_the_sweep(
+        tmp_path, monkeypatch, capsys, name):
+    """Data prepared with another value of a data setting (VOCAB=1000, then 2000): train,
+    evaluate and the sweep refuse it as prepare does, naming the setting and both values,
+    before they write anything (a run recorded as VOCAB=2000 would have trained on 1000)."""
+    work = prepared_work(tmp_path)
+    cfg = _prepare_cfg(work, LAYERS="1")
+    settings = cfg.as_json()
+    other = _other_value(name, cfg.get(name))
+    settings[name] = {"value": other, "from": "an earlier prepare"}
+    write_record(str(work / "data" / "config.json"), "data-config",
+                 {"step": "prepare", "dataset": "wmt17", "settings": settings})
+    before = _tree(work)
+    said = f"{name}={other} before, {cfg.get(name, '(unset)')} now"
+    env = {"DEEPNET_WORK": str(work), "SOURCE": "multi30k", "LAYERS": "1"}
+    code, err = train(monkeypatch, capsys, env)
+    assert code == 2 and said in err.splitlines()[-1]
+    for step in (runner.evaluate, runner.sweep):
+        with pytest.raises(SettingError, match=re.escape(said)):
+            step(cfg, {**BASE, **env})
+    assert _tree(work) == before
+
+
 def test_what_prepare_reads_is_declared_to_affect_the_data():
     """Every setting the data steps read (prepare, raw text, cleaning, the datasets'
     declarations) is tagged affects=DATA, but those that change where or how fast, not what:
@@ -492,7 +521,7 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
             out.write("the first evaluation decodes\n")
         records = {n: open(os.path.join(run_dir, n)).read()
                    for n in ("evaluate.log", "evaluate.config.json")}
-        with pytest.raises(workdir.Busy, match="in use by pid"):
+        with pytest.raises(workdir.Busy, match=r"in use by pid .*\(evaluate\): one step"):
             runner.evaluate(cfg, env)
         seen["kept"] = records == {n: open(os.path.join(run_dir, n)).read() for n in records}
         # a lock file opened anew is not the one held: an evaluation handed it is refused

@@ -111,6 +111,12 @@ def test_train_args_may_not_set_what_the_recipe_sets(extra, named):
     ("--fp16", "--fp16 is set by the recipe from PRECISION"),  # fp32 here: still PRECISION's
     ("--tensorboard-logdir /tmp/tb", "--tensorboard-logdir writes the training log outside"),
     ("--restore-file /elsewhere/checkpoint.pt", "--restore-file starts from weights outside"),
+    ("--disable-validation", "--disable-validation removes or cuts short the validation"),
+    ("--train-subset valid", "--train-subset changes the split the run trains or validates"),
+    ("--valid-subset=test", "--valid-subset changes the split"),
+    # an option of a component chosen in TRAIN_ARGS itself is known too
+    ("--bpe sentencepiece --sentencepiece-model /elsewhere/spm.model",
+     "--sentencepiece-model reads a file outside the run"),
     ("--ar transformer", "fairseq-train would not accept --ar transformer"),  # no abbreviations
     ("--no-such-option", "fairseq-train would not accept --no-such-option"),
     ("--patience x", "fairseq-train would refuse it: argument --patience: invalid int"),
@@ -132,7 +138,7 @@ def _refused_spellings():
     own = cmd[cmd.index("-m") + 2:]
     parser = launch.fairseq_train_parser(own)
     ours = {dest for dest, _ in launch.train_args_dests(own[1:], parser)}
-    refused = ours | set(launch.SETTING_OF_DEST) | set(launch.OUTSIDE)
+    refused = ours | set(launch.SETTING_OF_DEST) | set(launch.OUTSIDE) | set(launch.SPLITS)
     known = {option for action in parser._actions for option in action.option_strings}
     cases = []
     for action in parser._actions:
@@ -155,7 +161,8 @@ REFUSED, SPELLINGS = _refused_spellings()
 
 def test_the_refused_destinations_cover_the_recipe_and_the_outside():
     assert {"arch", "source_lang", "target_lang", "save_dir", "user_dir", "tensorboard_logdir",
-            "restore_file", "wandb_project", "fp16", "bf16", "criterion"} <= REFUSED
+            "restore_file", "wandb_project", "fp16", "bf16", "criterion", "disable_validation",
+            "train_subset", "valid_subset"} <= REFUSED
     assert len(SPELLINGS) > 2 * len(REFUSED)
 
 

@@ -23,20 +23,19 @@ import os
 import resource
 import shutil
 import time
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 from .. import write_atomically, write_json
-from ..records import read_record, write_record
+from ..records import write_record
 from .corpus import SPLITS, prepare as prepare_text
 from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many
-from ..run.runner import log
+from ..run.runner import log, prepared_otherwise
 from .rawtext import PrepareError, check_aligned, check_inputs, count_lines
-from ..spec.settings import DATA, Settings, affecting, changed
+from ..spec.settings import Settings
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)
-from ...storage.fileio import (RecordError, append_copy, move, open_no_follow, read_json,
-                               remove_file)
+from ...storage.fileio import append_copy, move, open_no_follow, read_json, remove_file
 
 
 def raw_text(cfg: Settings, out: str, say) -> List[str]:
@@ -222,29 +221,6 @@ def raw_pairs(raw: str) -> List[str]:
                    for path in glob.glob(os.path.join(raw, "train.*-*.*"))})
 
 
-def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
-    """Why DATA, already (partly) prepared, is not the data of these settings (its record,
-    ``config.json``, says other data settings), or None."""
-    started = [p for p in ("raw/.done", "spm.model", "bin/.done")
-               if os.path.exists(os.path.join(data, p))]
-    try:
-        record = read_record(os.path.join(data, "config.json"), "data-config")
-    except RecordError as err:
-        return str(err) if started else None
-    if not started or record is None:
-        return None
-    if record.get("dataset") != cfg.dataset:
-        different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
-    else:
-        different = changed(affecting(DATA), {k: v["value"] for k, v in
-                                              record.get("settings", {}).items()}, cfg.values)
-    if not different:
-        return None
-    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): reusing "
-            f"it would train on the old data. Choose another DEEPNET_WORK, or delete {data} (the "
-            f"recipes made it) to prepare it again")
-
-
 def prepare(cfg: Settings) -> int:
     """Every step of the dataset's preparation that is not done yet; returns 0. One prepare
     per data directory at a time (its lock), and only for the settings it was prepared with."""
@@ -263,7 +239,7 @@ def prepare(cfg: Settings) -> int:
                            "it): refusing to write into it. Choose another DEEPNET_WORK, or "
                            "move the directory away")
     make_dirs(data)
-    with RunLock(data, ".prepare.lock", "one prepare per data directory"):
+    with RunLock(data, ".prepare.lock", "prepare", "one prepare per data directory"):
         problem = prepared_otherwise(cfg, data)
         if problem:
             raise PrepareError(problem)

@@ -44,7 +44,8 @@ from ..records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ...storage.fileio import RecordError, one_line_os_errors, refuse_planted_links, remove_file
+from ...storage.fileio import (RecordError, one_line_os_errors, refuse_links_within,
+                               refuse_planted_links, remove_file)
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -345,7 +346,7 @@ def main(argv=None) -> None:
     try:
         # one process at a time in a run directory: not while it trains (checkpoints changing
         # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock)
-        with RunLock(args.run_dir):
+        with RunLock(args.run_dir, step="evaluate"):
             _evaluate(parser, args, argv, generate_args)
     except Busy as err:
         parser.exit(1, f"error: {err}\n")
@@ -371,6 +372,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     last = os.path.join(checkpoints, "checkpoint_last.pt")
     if not os.path.isfile(last):
         parser.error(f"no {last}: train the run first")
+    refuse_links_within(checkpoints)  # read by name: no other run's checkpoint through a link
     for directory in (work, os.path.join(args.run_dir, "eval")):
         refuse_planted_links(directory)  # a link to a marked directory elsewhere: not ours
         if os.path.lexists(directory) and not is_ours(directory):

@@ -377,7 +377,13 @@ OUTSIDE = {
                     "starts from weights outside the run (a run resumes from its own "
                     "checkpoints/checkpoint_last.pt, and its records say it trained from "
                     "scratch); train a new run instead"),
-    **dict.fromkeys(("encoder_embed_path", "decoder_embed_path", "quantization_config_path"),
+    # files a component reads (a tokenizer's model, a dictionary, more data): the run is its
+    # data directory's, whose record says how it was made
+    **dict.fromkeys(("encoder_embed_path", "decoder_embed_path", "quantization_config_path",
+                     "sentencepiece_model", "sentencepiece_model_path", "bpe_codes",
+                     "gpt2_encoder_json", "gpt2_vocab_bpe", "bpe_vocab_file", "bpe_merges",
+                     "bpe_vocab", "lang_dict", "source_dict", "target_dict", "fixed_dictionary",
+                     "extra_data", "sampling_weights_from_file"),
                     "reads a file outside the run that its records would not name"),
     **dict.fromkeys(("log_file", "tensorboard_logdir", "aim_repo", "wandb_project",
                      "azureml_logging"),
@@ -394,6 +400,20 @@ OUTSIDE = {
     "help": "prints fairseq-train's options instead of training; run fairseq-train --help",
     "user_dir": "is set by the recipe (its plugin, deepnet_fairseq): another would load code "
                 "that the run's records do not name",
+}
+
+
+# The splits the recipe trains and validates on, and its validation: the records say the run
+# trained on DATA/bin's train split, and its status (ok / diverged) and the report read the
+# valid split's loss from the log; an option here would make them say something else, or end
+# a full training in "no validation loss in the log".
+SPLITS = {
+    **dict.fromkeys(("train_subset", "valid_subset", "combine_valid_subsets"),
+                    "changes the split the run trains or validates on (the records say train "
+                    "and valid of the prepared data; the test split is evaluation's)"),
+    **dict.fromkeys(("disable_validation", "max_valid_steps"),
+                    "removes or cuts short the validation the run's status and report are read "
+                    "from (its valid loss)"),
 }
 
 
@@ -482,8 +502,8 @@ def check_train_args(extra: List[str], own: List[str]) -> None:
     refused = []
     for dest, option in seen:
         named = option if option == long_of[dest] else f"{option} ({long_of[dest]})"
-        if dest in OUTSIDE:
-            refused.append(f"{named} {OUTSIDE[dest]}")
+        if dest in OUTSIDE or dest in SPLITS:
+            refused.append(f"{named} {OUTSIDE.get(dest) or SPLITS[dest]}")
         elif dest in SETTING_OF_DEST:
             refused.append(f"{named} is set by the recipe from {SETTING_OF_DEST[dest]}: set "
                            "that instead")

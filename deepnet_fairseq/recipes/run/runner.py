@@ -39,7 +39,7 @@ from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, ma
 from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
                              check_run_entry, resolve, run_label, run_name)
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
-                               overwrite_in_place, remove_file)
+                               overwrite_in_place, refuse_links_within, remove_file)
 from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
@@ -106,6 +106,21 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             f"update 0")
 
 
+def updates_done(checkpoints: str) -> int:
+    """The updates CHECKPOINTS/checkpoint_last.pt holds (fairseq's optimizer history); 0 where
+    there is none or it cannot be read (``repair_last_checkpoint`` deals with that one)."""
+    from ...storage.checkpoint_io import CheckpointError, read_checkpoint
+
+    last = os.path.join(checkpoints, "checkpoint_last.pt")
+    if not os.path.isfile(last):
+        return 0
+    try:
+        history = read_checkpoint(last, mmap=True).get("optimizer_history") or [{}]
+    except CheckpointError:
+        return 0
+    return int(history[-1].get("num_updates", 0) or 0)
+
+
 def _stale_temporaries(run_dir: str) -> List[str]:
     """Temporaries a killed attempt leaves in a run directory: fairseq's ``*.pt.tmp``
     checkpoint copies and the ``.tmp-*`` files of ``atomic_open``. Only called under the run's
@@ -122,6 +137,40 @@ def _vocab_size(bin_dir: str) -> int:
     dicts = sorted(name for name in os.listdir(bin_dir) if name.startswith("dict.")
                    and name.endswith(".txt"))
     return vocab_size(os.path.join(bin_dir, dicts[0]))
+
+
+def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
+    """Why DATA, already (partly) prepared, is not the data of these settings (its record,
+    ``config.json``, says other data settings), or None. Asked by prepare, and by train,
+    evaluate and the sweep before they write anything (``data_otherwise``)."""
+    started = [p for p in ("raw/.done", "spm.model", "bin/.done")
+               if os.path.exists(os.path.join(data, p))]
+    try:
+        record = read_record(os.path.join(data, "config.json"), "data-config")
+    except RecordError as err:
+        return str(err) if started else None
+    if not started or record is None:
+        return None
+    if record.get("dataset") != cfg.dataset:
+        different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
+    else:
+        different = changed(affecting(DATA), {k: v["value"] for k, v in
+                                              record.get("settings", {}).items()}, cfg.values)
+    if not different:
+        return None
+    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): using "
+            f"it would train or evaluate on other data than these settings say. Set the values "
+            f"it was prepared with, choose another DEEPNET_WORK, or delete {data} (the recipes "
+            f"made it) to prepare it again")
+
+
+def data_otherwise(cfg: Settings) -> None:
+    """Refuse (a SettingError naming each setting and both values) prepared data whose record
+    says other data settings than CFG's: a run would train or be evaluated on other data than
+    its records say (VOCAB=2000 recorded, 1000 pieces used). Prepare's own check."""
+    problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"])
+    if problem:
+        raise SettingError(problem)
 
 
 # ---- steps ----------------------------------------------------------------------------------
@@ -152,6 +201,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    data_otherwise(cfg)
     if os.path.isdir(run_dir) and not is_ours(run_dir):
         raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
                            "in it): refusing to write into it. Choose another RUN_NAME, or move "
@@ -164,8 +214,12 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
 
+    # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by name:
+    # a link in them would resume from, and overwrite, what it points to
+    for directory in (run_dir, where["BIN"]):
+        refuse_links_within(directory)
     make_dirs(run_dir)
-    with RunLock(run_dir, f"{LOCK}{layout.node_suffix}") as lock:
+    with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
         try:
             return _train_attempt(cfg, env, layout, command, lock)
         except OSError as err:  # a full disk, a directory made read-only: not "running"
@@ -239,6 +293,11 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         repaired = repair_last_checkpoint(where["CHECKPOINTS"])
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
+    done, limit = updates_done(where["CHECKPOINTS"]), cfg.int("MAX_UPDATE")
+    if limit and done >= limit:
+        # fairseq, resumed from a checkpoint at --max-update, would still take one update (and
+        # save it): the run ended there (killed after its last save), nothing is trained
+        return _ended_at(cfg, layout, {**meta, "attempt": number - 1}, train_log, done)
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
                       "layout": {**asdict(layout), "world": layout.world}, "command": command})
@@ -292,6 +351,28 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     return 128 + signum if state == "interrupted" else EXIT[state]
 
 
+def _ended_at(cfg: Settings, layout, meta: dict, train_log: str, done: int) -> int:
+    """A run whose checkpoint_last.pt is at MAX_UPDATE already: its status as for a run that
+    ended there, from fairseq's own lines in the run's log (every attempt's, so that one
+    that failed before its first update does not hide the last validation)."""
+    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
+    log(cfg, "train", f"{name}: checkpoint_last.pt is at update {done}, MAX_UPDATE="
+                      f"{cfg['MAX_UPDATE']}: nothing more to train (set MAX_UPDATE higher to "
+                      "train on)")
+    if not layout.is_rank0:
+        return 0
+    text = open(train_log, encoding="utf-8", errors="replace").read() \
+        if os.path.isfile(train_log) else ""
+    result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.int("WARMUP"))
+    write_record(os.path.join(run_dir, "status.json"), "status",
+                 {**meta, **(_status(run_dir) or {}), **result, "num_updates": done})
+    state = result["status"]
+    log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
+                      f"{': ' + result['reason'] if result['reason'] else ''} (from {train_log}; "
+                      f"see {run_dir}/status.json)")
+    return EXIT[state]
+
+
 def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     where = paths(cfg)
     run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
@@ -299,13 +380,16 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if dry_run:
         print(shlex.join(command))
         return 0
+    data_otherwise(cfg)  # it decodes data/bin and scores against data/raw
+    for directory in (where["CHECKPOINTS"], where["BIN"], where["RAW"]):
+        refuse_links_within(directory)  # read by name, as training's (evaluate.py checks too)
     status = _status(run_dir)
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
     # the run's lock before anything is written: a second evaluation (or a training) is
     # refused here, with the first one's records and log untouched; the evaluation inherits it
-    with RunLock(run_dir) as lock:
+    with RunLock(run_dir, step="evaluate") as lock:
         return _evaluate_locked(cfg, env, command, lock)
 
 
@@ -420,6 +504,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
         raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
                            "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    data_otherwise(cfg)  # before any run: each would be refused alike
     write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
                  {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
                   "runs": names})
