@@ -40,8 +40,12 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _number(value) -> bool:  # a loss may be inf or nan: a diverged run's
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _number(value) -> bool:  # a loss may be inf or nan (a diverged run's), or none yet
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _count(value) -> bool:  # none where the log held none (a run stopped before its first)
+    return value is None or _whole(value)
 
 
 def _score(value) -> bool:  # a score is a finite number, or none (not decoded)
@@ -68,8 +72,8 @@ def _words(value) -> bool:
 FIELDS: Dict[str, Dict[str, Callable[[object], bool]]] = {
     "status": {"status": _text, "reason": _text, "method": _text, "label": _text,
                "dataset": _text, "encoder_layers": _whole, "decoder_layers": _whole,
-               "num_updates": _whole, "attempt": _whole, "seed": _whole,
-               "last_valid_loss": _number},
+               "num_updates": _count, "attempt": _count, "seed": _whole,
+               "last_valid_loss": _number, "last_valid_nll": _number},
     "run-config": {"dataset": _text, "settings": _settings, "command": _words},
     "data-config": {"dataset": _text, "settings": _settings},
     "evaluate-config": {"settings": _settings},

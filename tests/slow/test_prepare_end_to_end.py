@@ -38,8 +38,9 @@ def test_iwslt14_download_mode_splits_and_strips_the_release_files(server, tmp_p
                 *(b'<seg id="%d"> %s </seg>' % (i + 1, s) for i, s in enumerate(segments)),
                 b"</refset>")
     server.files["/de-en.tgz"] = tgz(files)
-    proc = run_prepare("iwslt14", tmp_path, IWSLT_URL=server.url("/de-en.tgz"), SRC="de",
-                       TGT="en", TRAIN_LINES="0", VALID_LINES="0", TEST_LINES="0", VOCAB="500")
+    given = dict(IWSLT_URL=server.url("/de-en.tgz"), SRC="de", TGT="en", TRAIN_LINES="0",
+                 VALID_LINES="0", TEST_LINES="0", VOCAB="500")
+    proc = run_prepare("iwslt14", tmp_path, **given)
     assert proc.returncode == 0, proc.stderr[-3000:]
     raw = tmp_path / "data" / "raw"
     for lang, text in (("de", de), ("en", en)):
@@ -55,8 +56,7 @@ def test_iwslt14_download_mode_splits_and_strips_the_release_files(server, tmp_p
     assert all(s["seconds"] >= 0 and s["peak_rss_mb"] > 10 for s in stages.values())
     # run again: every step is done, nothing is downloaded again, the figures stay
     requests = len(server.requests)
-    assert run_prepare("iwslt14", tmp_path, IWSLT_URL=server.url("/de-en.tgz"), SRC="de",
-                       TGT="en", VOCAB="500").returncode == 0
+    assert run_prepare("iwslt14", tmp_path, **given).returncode == 0  # the same data settings
     assert len(server.requests) == requests
     assert json.loads((tmp_path / "data" / "stages.json").read_text()) == stages
 
