@@ -51,7 +51,7 @@ import torch
 
 from .constants import RECORD
 from .storage.checkpoint_io import CheckpointError, output_problem, read_checkpoint
-from .storage.fileio import one_line_os_errors, save_torch, signals_raise
+from .storage.fileio import add_force_argument, one_line_os_errors, save_torch, signals_raise
 
 _PATTERNS = {
     "epoch": re.compile(r"^checkpoint(\d+)\.pt$"),
@@ -217,7 +217,7 @@ def cli_main(argv=None) -> None:
                         help="checkpoint files, or one directory with --num-*-checkpoints")
     parser.add_argument("--output", required=True, help="path of the averaged checkpoint "
                         "(never one of the inputs)")
-    parser.add_argument("--force", action="store_true", help="replace an existing OUTPUT")
+    add_force_argument(parser, "an existing OUTPUT")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--num-epoch-checkpoints", type=at_least_one, metavar="N",
                        help="average the last N checkpointN.pt of the --inputs directory")
@@ -237,7 +237,7 @@ def cli_main(argv=None) -> None:
             missing = [p for p in paths if not os.path.isfile(p)]
             if missing:
                 raise ValueError(f"no such checkpoint file(s): {', '.join(missing)}")
-        problem = output_problem(args.output, paths, args.force)
+        problem = output_problem(args.output, [*args.inputs, *paths], args.force)
         if problem:
             raise ValueError(problem)
         print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)

@@ -59,8 +59,8 @@ import torch
 from .average_checkpoints import model_only
 from .storage.checkpoint_io import (CheckpointError, ExportError, output_problem,
                                     read_fairseq_checkpoint)
-from .storage.fileio import (copy_file, directory_published, one_line_os_errors, save_torch,
-                             scratch_directory, signals_raise)
+from .storage.fileio import (add_force_argument, copy_file, directory_published, one_line_os_errors,
+                             save_torch, scratch_directory, signals_raise)
 from .nn.method_layers import RECORD
 from .methods import METHODS
 
@@ -310,9 +310,8 @@ def main(argv=None) -> None:
                         help="write a Hugging Face transformers model directory here (FSMT, "
                              "with a tokenizer given the sentencepiece model; must not exist or "
                              "be empty, unless --force)")
-    parser.add_argument("--force", action="store_true",
-                        help="replace an existing OUTPUT (--output file, --ctranslate2 or "
-                             "--transformers directory)")
+    add_force_argument(parser, "an existing OUTPUT (--output file, --ctranslate2 or "
+                               "--transformers directory)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 weight type (default: float32, as trained)")
     parser.add_argument("--sentencepiece-model", metavar="SPM",

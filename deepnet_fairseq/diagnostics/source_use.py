@@ -40,7 +40,7 @@ from typing import Dict, List
 
 import torch
 
-from ..storage.fileio import one_line_os_errors
+from ..storage.fileio import add_force_argument, one_line_os_errors
 
 SUBLAYERS = ("self", "cross", "ffn")
 
@@ -175,18 +175,19 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=int, default=256,
                         help="sentence pairs in the measured batch (default: 256)")
     parser.add_argument("--out", help="write the table as CSV here (atomically)")
+    add_force_argument(parser, "an existing --out")
     args = parser.parse_args(argv)
     missing = [p for p in args.checkpoints if not os.path.isfile(p)]
     if missing:
         parser.error(f"checkpoint(s) not found: {', '.join(missing)}")
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (sources are exchanged within the batch)")
-    from ..storage.fileio import OutputIsInput, check_output
+    from ..storage.fileio import OutputRefused, check_tool_output
 
-    try:
+    try:  # the data directory is an input too: nothing is written into it
         if args.out:
-            check_output(args.out, args.checkpoints)
-    except OutputIsInput as err:
+            check_tool_output(args.out, [*args.checkpoints, args.data], args.force, "--out")
+    except OutputRefused as err:
         parser.error(str(err))
     problem = missing_dictionaries(args.data)
     if problem:

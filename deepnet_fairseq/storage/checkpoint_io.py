@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 import torch
 
 from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
-from .fileio import OutputIsInput, check_output
+from .fileio import OutputRefused, check_tool_output
 
 # what torch's weights-only unpickler says when it refuses a class or call (as opposed to
 # bytes that are no pickle at all: "Unsupported operand 215")
@@ -189,19 +189,10 @@ class _TorchLoadingWeightsOnly:
 
 def output_problem(output: str, inputs: Iterable[str], force: bool,
                    option: str = "--output", directory: bool = False) -> Optional[str]:
-    """Why writing ``output`` (a file, or a ``directory``) is refused, or None: it is one of
-    ``inputs`` (also through a symlink or a hard link) or, a directory, holds one -- never
-    allowed; a file output that is a directory; an existing output without ``force``. An
-    existing empty directory holds nothing to lose and may be replaced."""
-    if not os.path.lexists(output):
-        return None
+    """Why writing ``output`` (a file, or a ``directory``) is refused, or None: the rule of
+    every program's output (``fileio.check_tool_output``), as the text of the refusal."""
     try:
-        check_output(output, inputs)
-    except OutputIsInput as err:
-        return f"{option} {err}"
-    if not directory and os.path.isdir(output):
-        return f"{option} {output} is a directory; give the path of the file to write"
-    if force or (directory and os.path.isdir(output) and not os.listdir(output)):
-        return None
-    what = "is a non-empty directory" if os.path.isdir(output) else "exists"
-    return f"{option} {output} {what}; pass --force to replace it, or choose another {option}"
+        check_tool_output(output, inputs, force, option, directory)
+    except OutputRefused as err:
+        return str(err)
+    return None
