@@ -50,7 +50,8 @@ from typing import Dict, List
 import torch
 
 from .constants import RECORD
-from .storage.checkpoint_io import CheckpointError, output_problem, read_checkpoint
+from .storage.checkpoint_io import (CheckpointError, dictionary_difference, output_problem,
+                                    read_checkpoint, trained_on)
 from .storage.fileio import add_force_argument, one_line_os_errors, save_torch, signals_raise
 
 _PATTERNS = {
@@ -153,6 +154,24 @@ def _same_model(path: str, first: str, config: Dict, reference: Dict) -> None:
                          f"({'; '.join(differences)}); average checkpoints of one run")
 
 
+def _same_dictionaries(path: str, first: str, data: "str | None", reference: "str | None") -> None:
+    """Refuse PATH, trained on DATA, if a dict.*.txt there holds other tokens than the same
+    file in REFERENCE, the data FIRST was trained on. A checkpoint holds no dictionary, only
+    that path: where either directory is gone (a moved work directory), the embeddings'
+    shapes, compared with every parameter's, are all that is left to compare."""
+    if not (data and reference and os.path.isdir(data) and os.path.isdir(reference)):
+        return
+    for name in sorted(os.listdir(reference)):
+        ours, theirs = os.path.join(data, name), os.path.join(reference, name)
+        if not (name.startswith("dict.") and name.endswith(".txt") and os.path.isfile(ours)
+                and os.path.isfile(theirs)) or os.path.samefile(ours, theirs):
+            continue
+        difference = dictionary_difference(ours, theirs)
+        if difference:
+            raise ValueError(f"{path} was trained on other dictionaries than {first} "
+                             f"({difference}): not one model; average checkpoints of one run")
+
+
 def average(paths: List[str]) -> Dict:
     """A model-only checkpoint (``model_only``) whose model is the mean of the inputs'."""
     if not paths:
@@ -165,9 +184,10 @@ def average(paths: List[str]) -> Dict:
         model = state["model"]
         if names is None:
             names, aliases = set(model), tied(model)
-            reference = model_configuration(state)
+            reference, data = model_configuration(state), trained_on(state)
         else:
             _same_model(path, paths[0], model_configuration(state), reference)
+            _same_dictionaries(path, paths[0], trained_on(state), data)
         if set(model) != names:
             raise ValueError(f"{path} has different parameters from {paths[0]}: not one model")
         for name, tensor in model.items():

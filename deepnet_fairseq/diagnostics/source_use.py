@@ -142,18 +142,19 @@ def load(path: str, data: str):
     the task reading ``data``. Raises CheckpointError, ValueError (``data`` unusable)."""
     from fairseq import checkpoint_utils
 
-    from ..storage.checkpoint_io import read_fairseq_checkpoint
+    from ..export import ExportError, check_dictionaries
+    from ..storage.checkpoint_io import read_checkpoint, read_fairseq_checkpoint, trained_on
 
+    # the data the checkpoint was trained on, before DATA replaces it in the state read below
+    trained = trained_on(read_checkpoint(path, mmap=True))
     # read weights-only here: given a state, fairseq reads no file and also ignores its
     # arg_overrides, so DATA has to be put into the state itself
     state = read_fairseq_checkpoint(path, arg_overrides={"data": data})
     problem = missing_dictionaries(data, state)
     if problem:
         raise ValueError(problem)
-    from ..export import ExportError, check_dictionaries
-
     try:  # a model of another vocabulary: one line, not fairseq's size-mismatch traceback
-        check_dictionaries(state["model"], state["cfg"]["task"], data)
+        check_dictionaries(state["model"], {**state["cfg"]["task"], "data": trained}, data)
     except ExportError as err:
         raise ValueError(f"{path}: {str(err).split(': pass --data')[0]}") from None
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)

@@ -137,6 +137,29 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
                                     f"{_one_line(err)})") from err
 
 
+def trained_on(state: dict) -> Optional[str]:
+    """The data directory a checkpoint records it was trained on (``cfg.task.data``; ``args.data``
+    in older ones), or None."""
+    cfg = state.get("cfg")
+    task = cfg.get("task") if cfg is not None else None
+    found = task.get("data") if task is not None else getattr(state.get("args"), "data", None)
+    return found if isinstance(found, str) and found else None
+
+
+def dictionary_difference(path: str, other: str) -> Optional[str]:
+    """Where two dict.*.txt files differ as fairseq reads them (the tokens in order, the
+    special symbols included), as text naming both; None if they hold the same tokens."""
+    from fairseq.data import Dictionary
+
+    ours, theirs = Dictionary.load(path).symbols, Dictionary.load(other).symbols
+    for index, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            return f"{path} and {other} differ at entry {index}: {a!r} vs {b!r}"
+    if len(ours) != len(theirs):
+        return f"{path} has {len(ours)} entries, {other} {len(theirs)}"
+    return None
+
+
 class ExportError(ValueError):
     """A checkpoint or option deepnet-export (``export``, ``hf_export``) cannot handle; the
     message says what to do."""
