@@ -114,8 +114,11 @@ def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "
     ``files``: PATH is a directory the program writes these files of its own naming into (a
     report's table.md): each existing one needs ``force``, and may be replaced in a directory
     the recipes made, since no step but this program's writes files of those names."""
+    # a directory of the program's files is not replaced: it may hold inputs (report --out .
+    # with --runs ./runs), its files may not be or lie in one
     try:
-        check_output(path, inputs)
+        for target in [os.path.join(path, name) for name in files] or [path]:
+            check_output(target, inputs)
     except OutputIsInput as err:
         raise OutputIsInput(f"{option} {err}") from None
     if files:

@@ -434,7 +434,8 @@ def test_the_report_writes_nowhere_it_reads_and_replaces_only_with_force(tmp_pat
     """--out in the runs directory, a run, its eval/, or the --data directory: refused in one
     line, even with --force, nothing added (a later report would list what it wrote as an
     unreadable run); --out onto a file: one line; its existing tables replaced only with
-    --force, also in a results directory the recipes made and marked (the sweep's)."""
+    --force, also in a results directory the recipes made and marked (the sweep's); --out may
+    hold the runs (it is written into, not replaced)."""
     from deepnet_fairseq.storage.directories import make_dirs
 
     runs = tmp_path / "runs"
@@ -467,3 +468,6 @@ def test_the_report_writes_nowhere_it_reads_and_replaces_only_with_force(tmp_pat
     assert (tmp_path / "results" / "table.md").read_text() == "old"
     report.main(argv + ["--force"])
     assert "| deepnet |" in (tmp_path / "results" / "table.md").read_text()
+    # a directory holding the runs is not replaced, only written into: allowed
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path)])
+    assert (tmp_path / "table.md").is_file() and snapshot() == before
