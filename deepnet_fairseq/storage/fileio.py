@@ -2,7 +2,9 @@
 this module or ``storage/directories.py`` (``tests/unit/test_file_layer.py`` reads the sources
 and fails on a direct write anywhere else). What it guarantees:
 
-- an output is never one of the command's inputs (``check_output``, by device and inode);
+- an output is never one of the command's inputs nor in an input directory (``check_output``,
+  by device and inode); a program's output argument replaces an existing output only with
+  ``--force``, and never what is in a directory the recipes made (``check_tool_output``);
 - a file appears whole or not at all (``atomic_open`` and what is built on it: a temporary
   beside the target, renamed into place), and a directory at once (``directory_published``);
 - a temporary is named for its output and process (``.tmp-[KIND]NAME.PID.XXXX``) and removed
