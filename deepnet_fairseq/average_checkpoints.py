@@ -50,8 +50,9 @@ from typing import Dict, List
 import torch
 
 from .constants import RECORD
-from .storage.checkpoint_io import CheckpointError, output_problem, read_checkpoint
-from .storage.fileio import one_line_os_errors, save_torch, signals_raise
+from .storage.checkpoint_io import (CheckpointError, dictionary_difference, output_problem,
+                                    read_checkpoint, trained_on)
+from .storage.fileio import add_force_argument, one_line_os_errors, save_torch, signals_raise
 
 _PATTERNS = {
     "epoch": re.compile(r"^checkpoint(\d+)\.pt$"),
@@ -153,6 +154,24 @@ def _same_model(path: str, first: str, config: Dict, reference: Dict) -> None:
                          f"({'; '.join(differences)}); average checkpoints of one run")
 
 
+def _same_dictionaries(path: str, first: str, data: "str | None", reference: "str | None") -> None:
+    """Refuse PATH, trained on DATA, if a dict.*.txt there holds other tokens than the same
+    file in REFERENCE, the data FIRST was trained on. A checkpoint holds no dictionary, only
+    that path: where either directory is gone (a moved work directory), the embeddings'
+    shapes, compared with every parameter's, are all that is left to compare."""
+    if not (data and reference and os.path.isdir(data) and os.path.isdir(reference)):
+        return
+    for name in sorted(os.listdir(reference)):
+        ours, theirs = os.path.join(data, name), os.path.join(reference, name)
+        if not (name.startswith("dict.") and name.endswith(".txt") and os.path.isfile(ours)
+                and os.path.isfile(theirs)) or os.path.samefile(ours, theirs):
+            continue
+        difference = dictionary_difference(ours, theirs)
+        if difference:
+            raise ValueError(f"{path} was trained on other dictionaries than {first} "
+                             f"({difference}): not one model; average checkpoints of one run")
+
+
 def average(paths: List[str]) -> Dict:
     """A model-only checkpoint (``model_only``) whose model is the mean of the inputs'."""
     if not paths:
@@ -165,9 +184,10 @@ def average(paths: List[str]) -> Dict:
         model = state["model"]
         if names is None:
             names, aliases = set(model), tied(model)
-            reference = model_configuration(state)
+            reference, data = model_configuration(state), trained_on(state)
         else:
             _same_model(path, paths[0], model_configuration(state), reference)
+            _same_dictionaries(path, paths[0], trained_on(state), data)
         if set(model) != names:
             raise ValueError(f"{path} has different parameters from {paths[0]}: not one model")
         for name, tensor in model.items():
@@ -217,7 +237,7 @@ def cli_main(argv=None) -> None:
                         help="checkpoint files, or one directory with --num-*-checkpoints")
     parser.add_argument("--output", required=True, help="path of the averaged checkpoint "
                         "(never one of the inputs)")
-    parser.add_argument("--force", action="store_true", help="replace an existing OUTPUT")
+    add_force_argument(parser, "an existing OUTPUT")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--num-epoch-checkpoints", type=at_least_one, metavar="N",
                        help="average the last N checkpointN.pt of the --inputs directory")
@@ -237,7 +257,7 @@ def cli_main(argv=None) -> None:
             missing = [p for p in paths if not os.path.isfile(p)]
             if missing:
                 raise ValueError(f"no such checkpoint file(s): {', '.join(missing)}")
-        problem = output_problem(args.output, paths, args.force)
+        problem = output_problem(args.output, [*args.inputs, *paths], args.force)
         if problem:
             raise ValueError(problem)
         print(f"averaging {len(paths)} checkpoints: {' '.join(paths)}", file=sys.stderr)

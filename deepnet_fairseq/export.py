@@ -57,10 +57,10 @@ from typing import Dict, Optional
 import torch
 
 from .average_checkpoints import model_only
-from .storage.checkpoint_io import (CheckpointError, ExportError, output_problem,
-                                    read_fairseq_checkpoint)
-from .storage.fileio import (copy_file, directory_published, one_line_os_errors, save_torch,
-                             scratch_directory, signals_raise)
+from .storage.checkpoint_io import (CheckpointError, ExportError, dictionary_difference,
+                                    output_problem, read_fairseq_checkpoint)
+from .storage.fileio import (add_force_argument, copy_file, directory_published, one_line_os_errors,
+                             save_torch, scratch_directory, signals_raise)
 from .nn.method_layers import RECORD
 from .methods import METHODS
 
@@ -186,7 +186,9 @@ def data_dir(stored: str, given: Optional[str]) -> str:
 
 def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) -> None:
     """Refuse a data directory whose dictionaries are not the model's: each side's embedding
-    has one row per entry of its dict.LANG.txt (fairseq's four special symbols included)."""
+    has one row per entry of its dict.LANG.txt (fairseq's four special symbols included), and
+    where the directory the checkpoint was trained on (``task_cfg``'s data) still holds its
+    dict.LANG.txt, the data's holds the same tokens in the same order."""
     from fairseq.data import Dictionary, data_utils
 
     src, tgt = task_cfg.get("source_lang"), task_cfg.get("target_lang")
@@ -210,6 +212,17 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) ->
                 f"{path} has {entries} entries but the checkpoint's {side} embedding has "
                 f"{embedding.shape[0]} rows: {data} is not the data the model was trained on; "
                 f"pass --data DIR, its fairseq-preprocess output")
+        # a checkpoint holds no dictionary, only the path of the data it was trained on: where
+        # that directory is gone (a moved work directory) the embedding's size is all that
+        # tells the model's dictionary from another
+        trained = task_cfg.get("data")
+        recorded = os.path.join(trained, f"dict.{lang}.txt") if trained else None
+        if recorded and os.path.isfile(recorded) and not os.path.samefile(recorded, path):
+            difference = dictionary_difference(path, recorded)
+            if difference:
+                raise ExportError(f"{difference} (the dictionary the checkpoint was trained "
+                                  f"on): {data} is not the data the model was trained on; "
+                                  f"pass --data DIR, its fairseq-preprocess output")
 
 
 def export(path: str, data: Optional[str] = None) -> Dict:
@@ -310,9 +323,8 @@ def main(argv=None) -> None:
                         help="write a Hugging Face transformers model directory here (FSMT, "
                              "with a tokenizer given the sentencepiece model; must not exist or "
                              "be empty, unless --force)")
-    parser.add_argument("--force", action="store_true",
-                        help="replace an existing OUTPUT (--output file, --ctranslate2 or "
-                             "--transformers directory)")
+    add_force_argument(parser, "an existing OUTPUT (--output file, --ctranslate2 or "
+                               "--transformers directory)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,
                         help="CTranslate2 weight type (default: float32, as trained)")
     parser.add_argument("--sentencepiece-model", metavar="SPM",

@@ -13,7 +13,8 @@ import sys
 
 import sentencepiece
 
-from .storage.fileio import check_output, is_disk_error, move, one_line_os_errors, temporary_beside
+from .storage.fileio import (add_force_argument, check_output, check_tool_output, is_disk_error,
+                             move, one_line_os_errors, temporary_beside)
 
 
 class TrainingError(RuntimeError):
@@ -106,11 +107,15 @@ def main(argv=None) -> None:
     p_train.add_argument("--vocab-size", type=int, default=8000, help="default: %(default)s")
     p_train.add_argument("--character-coverage", type=float, default=1.0,
                          help="default: %(default)s (all characters)")
+    add_force_argument(p_train, "an existing PREFIX.model and PREFIX.vocab")
     p_enc = sub.add_parser("encode", help="split stdin into pieces, written to stdout")
     p_enc.add_argument("--model", required=True, help="a .model written by 'train'")
     args = parser.parse_args(argv)
     try:
         if args.command == "train":
+            for ext in ("model", "vocab"):
+                check_tool_output(f"{args.model_prefix}.{ext}", args.inputs, args.force,
+                                  "--model-prefix")
             train(args.inputs, args.model_prefix, args.vocab_size, args.character_coverage)
         else:
             encode(args.model)

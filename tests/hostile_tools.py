@@ -55,6 +55,7 @@ class Output:
     name: str = "result.csv"  # a file output's name where the tool is free to write
     prefix: bool = False  # the output names files PREFIX.SOMETHING, not a file itself
     onto: Callable = str  # the argument that makes the tool write over the input file given
+    directories: Callable = lambda inputs, fixtures: []  # the directories the command reads
 
 
 def _monitor_log(inputs, fixtures):
@@ -119,28 +120,31 @@ TABLE: List[Output] = [
     Output("curves", "--plot", "deepnet_fairseq.recipes.reporting.curves:main",
            lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"), "--plot", out],
            lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001" / "valid_loss.csv"],
-           name="result.png"),
+           name="result.png", directories=lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
     Output("curves", "--export", "deepnet_fairseq.recipes.reporting.curves:main",
            lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"), "--export", out],
-           directory=True),
+           directory=True, directories=lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
     Output("lr_transfer", "--out", "deepnet_fairseq.recipes.reporting.lr_transfer:main",
-           lambda i, f, out: [str(_runs(i, f)), "--out", out], directory=True),
+           lambda i, f, out: [str(_runs(i, f)), "--out", out], directory=True,
+           directories=lambda i, f: [_runs(i, f), _runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
     Output("deepnet-export", "--output", "deepnet_fairseq.export:main",
            lambda i, f, out: [str(_checkpoint(i, f)), "--output", out],
            lambda i, f: [_checkpoint(i, f)], name="result.pt"),
     Output("deepnet-export", "--ctranslate2", "deepnet_fairseq.export:main",
            lambda i, f, out: [str(_checkpoint(i, f)), "--data", str(f["data"]),
-                              "--ctranslate2", out], directory=True),
+                              "--ctranslate2", out], directory=True,
+           directories=lambda i, f: [f["data"]]),
     Output("deepnet-export", "--transformers", "deepnet_fairseq.export:main",
            lambda i, f, out: [str(_checkpoint(i, f)), "--data", str(f["data"]),
-                              "--transformers", out], directory=True),
+                              "--transformers", out], directory=True,
+           directories=lambda i, f: [f["data"]]),
     Output("deepnet-average-checkpoints", "--output", "deepnet_fairseq.average_checkpoints:cli_main",
            lambda i, f, out: ["--inputs", str(_checkpoint(i, f)), "--output", out],
            lambda i, f: [_checkpoint(i, f)], name="result.pt"),
     Output("deepnet-source-use", "--out", "deepnet_fairseq.diagnostics.source_use:main",
            lambda i, f, out: [str(f["data"]), "--checkpoints", str(_checkpoint(i, f)),
                               "--sentences", "4", "--out", out],
-           lambda i, f: [_checkpoint(i, f)]),
+           lambda i, f: [_checkpoint(i, f)], directories=lambda i, f: [f["data"]]),
     Output("score", "--out", "deepnet_fairseq.recipes.evaluation.score:main",
            lambda i, f, out: ["--direction", "src-tgt", str(_generated(i, f)),
                               str(_reference(i, f)), "--out", out],
@@ -160,13 +164,15 @@ TABLE: List[Output] = [
     Output("recipes", "--save-config", "deepnet_fairseq.recipes.__main__:main",
            lambda i, f, out: ["--repo", str(i / "repo"), "wmt17", "prepare", "--dry-run",
                               "--save-config", out],
-           lambda i, f: [_recipe_data_file(i, f)], name="result.toml"),
+           lambda i, f: [_recipe_data_file(i, f)], name="result.toml",
+           directories=lambda i, f: [_recipe_data_file(i, f).parent]),
 ]
 
 # output arguments the table leaves to other tests, and why
 ELSEWHERE = {
-    ("report", "--out"): "a sweep's results directory, written only into a directory the "
-                         "recipes created and marked (tests/unit/test_recipe_reports.py)",
+    ("report", "--out"): "a directory of its own tables, never in the runs or data it reads, "
+                         "replaced only with --force (the sweep's marked results/: the runner "
+                         "passes it; tests/unit/test_recipe_reports.py)",
     ("deepnet-model-update", "--output-dir"): "trains models before it writes; its directory "
                                               "is a marked one (tests/slow/test_diagnostics_end_to_end.py)",
     ("deepnet-depth-study", "--output-dir"): "a recipe's DEEPNET_WORK, refused by the recipes' "

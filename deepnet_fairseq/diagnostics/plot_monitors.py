@@ -23,7 +23,7 @@ from typing import Dict, List, Tuple
 
 from ..plotting import pyplot
 from .common import atomic_savefig, atomic_write_text
-from ..storage.fileio import one_line_os_errors
+from ..storage.fileio import add_force_argument, one_line_os_errors
 
 KEY = re.compile(r"^mon_(grad|lnin|upd)\.(enc|dec)\.(\d+)$")
 SIMPLE_PAIR = re.compile(r"([\w.]+)=([^,\s]+)")
@@ -106,16 +106,17 @@ def main(argv=None) -> None:
     parser.add_argument("log", help="fairseq-train output or --log-file of a monitored run")
     parser.add_argument("--output", default="monitors.png",
                         help="PNG to write (monitors.png); the CSV goes next to it (.csv)")
+    add_force_argument(parser, "an existing PNG or CSV")
     args = parser.parse_args(argv)
     if not os.path.isfile(args.log):
         parser.error(f"log file not found: {args.log}")
-    from ..storage.fileio import OutputIsInput, check_output
+    from ..storage.fileio import OutputRefused, check_tool_output
 
     csv_path = os.path.splitext(args.output)[0] + ".csv"
     try:
         for output in (args.output, csv_path):
-            check_output(output, [args.log])
-    except OutputIsInput as err:
+            check_tool_output(output, [args.log], args.force, "--output")
+    except OutputRefused as err:
         parser.error(str(err))
     with open(args.log, errors="replace") as f:
         rows = parse_log(f)

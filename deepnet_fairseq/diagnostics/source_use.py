@@ -40,7 +40,7 @@ from typing import Dict, List
 
 import torch
 
-from ..storage.fileio import one_line_os_errors
+from ..storage.fileio import add_force_argument, one_line_os_errors
 
 SUBLAYERS = ("self", "cross", "ffn")
 
@@ -142,18 +142,19 @@ def load(path: str, data: str):
     the task reading ``data``. Raises CheckpointError, ValueError (``data`` unusable)."""
     from fairseq import checkpoint_utils
 
-    from ..storage.checkpoint_io import read_fairseq_checkpoint
+    from ..export import ExportError, check_dictionaries
+    from ..storage.checkpoint_io import read_checkpoint, read_fairseq_checkpoint, trained_on
 
+    # the data the checkpoint was trained on, before DATA replaces it in the state read below
+    trained = trained_on(read_checkpoint(path, mmap=True))
     # read weights-only here: given a state, fairseq reads no file and also ignores its
     # arg_overrides, so DATA has to be put into the state itself
     state = read_fairseq_checkpoint(path, arg_overrides={"data": data})
     problem = missing_dictionaries(data, state)
     if problem:
         raise ValueError(problem)
-    from ..export import ExportError, check_dictionaries
-
     try:  # a model of another vocabulary: one line, not fairseq's size-mismatch traceback
-        check_dictionaries(state["model"], state["cfg"]["task"], data)
+        check_dictionaries(state["model"], {**state["cfg"]["task"], "data": trained}, data)
     except ExportError as err:
         raise ValueError(f"{path}: {str(err).split(': pass --data')[0]}") from None
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)
@@ -175,18 +176,19 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=int, default=256,
                         help="sentence pairs in the measured batch (default: 256)")
     parser.add_argument("--out", help="write the table as CSV here (atomically)")
+    add_force_argument(parser, "an existing --out")
     args = parser.parse_args(argv)
     missing = [p for p in args.checkpoints if not os.path.isfile(p)]
     if missing:
         parser.error(f"checkpoint(s) not found: {', '.join(missing)}")
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (sources are exchanged within the batch)")
-    from ..storage.fileio import OutputIsInput, check_output
+    from ..storage.fileio import OutputRefused, check_tool_output
 
-    try:
+    try:  # the data directory is an input too: nothing is written into it
         if args.out:
-            check_output(args.out, args.checkpoints)
-    except OutputIsInput as err:
+            check_tool_output(args.out, [*args.checkpoints, args.data], args.force, "--out")
+    except OutputRefused as err:
         parser.error(str(err))
     problem = missing_dictionaries(args.data)
     if problem:

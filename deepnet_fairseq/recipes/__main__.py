@@ -26,15 +26,16 @@ from .run.launch import paths, print_settings
 from .datasets import DATASETS
 from .spec.settings import SETTINGS, SettingError, help_text, home, resolve
 from ..storage.directories import Busy, NotOurs
-from ..storage.fileio import check_output, describe_os_error, one_line_os_errors
+from ..storage.fileio import (add_force_argument, check_tool_output, describe_os_error,
+                              one_line_os_errors)
 
 
 def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
-             save_config: str = "") -> int:
+             save_config: str = "", force: bool = False) -> int:
     cfg = resolve(dataset, os.environ, repo, given=given)
     print_settings(cfg, step)
     if save_config:  # what this command was given, not what the presets add
-        check_output(save_config, _read_by(cfg))
+        check_tool_output(save_config, _read_by(cfg), force, "--save-config")
         configfile.save(save_config, dataset, [step], {
             name: cfg[name] for name, source in cfg.sources.items()
             if source.startswith("environment") and not SETTINGS[name].prefix_only})
@@ -99,6 +100,7 @@ def main(argv=None) -> int:
     parser.add_argument("--save-config", metavar="FILE.toml", default="",
                         help="also write the settings this command was given (the environment's) "
                              "as an experiment file, runnable by `run FILE.toml`")
+    add_force_argument(parser, "an existing --save-config file")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["quickstart"]:  # all of its steps, with its own sizes (quickstart.py)
         from . import quickstart
@@ -108,7 +110,8 @@ def main(argv=None) -> int:
         return run_file(argv[1:])
     args = parser.parse_args(argv)
     return _one_line_errors(f"{args.dataset}/{args.step}", lambda: run_step(
-        args.dataset, args.step, args.repo, args.dry_run, save_config=args.save_config))
+        args.dataset, args.step, args.repo, args.dry_run, save_config=args.save_config,
+        force=args.force))
 
 
 def _one_line_errors(what: str, work) -> int:

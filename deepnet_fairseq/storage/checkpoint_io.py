@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 import torch
 
 from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
-from .fileio import OutputIsInput, check_output
+from .fileio import OutputRefused, check_tool_output
 
 # what torch's weights-only unpickler says when it refuses a class or call (as opposed to
 # bytes that are no pickle at all: "Unsupported operand 215")
@@ -137,6 +137,29 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
                                     f"{_one_line(err)})") from err
 
 
+def trained_on(state: dict) -> Optional[str]:
+    """The data directory a checkpoint records it was trained on (``cfg.task.data``; ``args.data``
+    in older ones), or None."""
+    cfg = state.get("cfg")
+    task = cfg.get("task") if cfg is not None else None
+    found = task.get("data") if task is not None else getattr(state.get("args"), "data", None)
+    return found if isinstance(found, str) and found else None
+
+
+def dictionary_difference(path: str, other: str) -> Optional[str]:
+    """Where two dict.*.txt files differ as fairseq reads them (the tokens in order, the
+    special symbols included), as text naming both; None if they hold the same tokens."""
+    from fairseq.data import Dictionary
+
+    ours, theirs = Dictionary.load(path).symbols, Dictionary.load(other).symbols
+    for index, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            return f"{path} and {other} differ at entry {index}: {a!r} vs {b!r}"
+    if len(ours) != len(theirs):
+        return f"{path} has {len(ours)} entries, {other} {len(theirs)}"
+    return None
+
+
 class ExportError(ValueError):
     """A checkpoint or option deepnet-export (``export``, ``hf_export``) cannot handle; the
     message says what to do."""
@@ -189,19 +212,10 @@ class _TorchLoadingWeightsOnly:
 
 def output_problem(output: str, inputs: Iterable[str], force: bool,
                    option: str = "--output", directory: bool = False) -> Optional[str]:
-    """Why writing ``output`` (a file, or a ``directory``) is refused, or None: it is one of
-    ``inputs`` (also through a symlink or a hard link) or, a directory, holds one -- never
-    allowed; a file output that is a directory; an existing output without ``force``. An
-    existing empty directory holds nothing to lose and may be replaced."""
-    if not os.path.lexists(output):
-        return None
+    """Why writing ``output`` (a file, or a ``directory``) is refused, or None: the rule of
+    every program's output (``fileio.check_tool_output``), as the text of the refusal."""
     try:
-        check_output(output, inputs)
-    except OutputIsInput as err:
-        return f"{option} {err}"
-    if not directory and os.path.isdir(output):
-        return f"{option} {output} is a directory; give the path of the file to write"
-    if force or (directory and os.path.isdir(output) and not os.listdir(output)):
-        return None
-    what = "is a non-empty directory" if os.path.isdir(output) else "exists"
-    return f"{option} {output} {what}; pass --force to replace it, or choose another {option}"
+        check_tool_output(output, inputs, force, option, directory)
+    except OutputRefused as err:
+        return str(err)
+    return None

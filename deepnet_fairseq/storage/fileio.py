@@ -2,7 +2,9 @@
 this module or ``storage/directories.py`` (``tests/unit/test_file_layer.py`` reads the sources
 and fails on a direct write anywhere else). What it guarantees:
 
-- an output is never one of the command's inputs (``check_output``, by device and inode);
+- an output is never one of the command's inputs nor in an input directory (``check_output``,
+  by device and inode); a program's output argument replaces an existing output only with
+  ``--force``, and never what is in a directory the recipes made (``check_tool_output``);
 - a file appears whole or not at all (``atomic_open`` and what is built on it: a temporary
   beside the target, renamed into place), and a directory at once (``directory_published``);
 - a temporary is named for its output and process (``.tmp-[KIND]NAME.PID.XXXX``) and removed
@@ -69,37 +71,101 @@ def refuse_links_within(path: str) -> None:
                                            "fairseq: they follow no link there", inside)
 
 
-class OutputIsInput(ValueError):
-    """An output path that is one of the inputs of the same command (the same file)."""
+class OutputRefused(ValueError):
+    """An output a command may not write: one line, status 2 (a usage error), before anything
+    is written (``one_line_os_errors``)."""
+
+
+class OutputIsInput(OutputRefused):
+    """An output path that is, lies in, or holds one of the inputs of the same command."""
 
 
 def check_output(path: str, inputs=()) -> None:
-    """Refuse an existing output that is one of ``inputs`` (the same file, by device and inode,
-    through any link or other spelling), lies in an input directory (a file the command may
-    read), or, a directory (which the writer replaces), holds an input: writing it would
-    destroy what the command reads. A new file may go anywhere."""
-    if not os.path.exists(path):
-        return
+    """Refuse an output that is one of ``inputs`` (the same file, by device and inode, through
+    any link or other spelling), lies in an input directory, new or existing (a run's, the
+    data's: the command reads what is there, and later commands would read what it added),
+    or, an existing directory (which the writer replaces), holds an input."""
+    inputs = [given for given in inputs if given and os.path.exists(given)]
+    for given in inputs if os.path.exists(path) else ():  # the most precise reason first
+        if os.path.samefile(path, given):
+            raise OutputIsInput(f"{path} is the input {given}: refusing to write over it; "
+                                f"choose another output")
     for given in inputs:
-        if not given or not os.path.exists(given):
-            continue
-        same = os.path.samefile(path, given)
-        if same or (os.path.isdir(given) and _within(path, given)):
-            raise OutputIsInput(f"{path} {'is' if same else 'is in'} the input {given}: "
-                                f"refusing to write over it; choose another output")
+        if os.path.isdir(given) and _within(path, given):
+            raise OutputIsInput(f"{path} is in the input directory {given}: refusing to write "
+                                f"there; choose another output")
         if os.path.isdir(path) and _within(given, path):
             raise OutputIsInput(f"{path} holds the input {given}: refusing to replace it; "
                                 f"choose another output")
 
 
 def _within(path: str, directory: str) -> bool:
-    """Whether ``path`` (resolved) lies below ``directory``, by device and inode."""
+    """Whether ``path`` (resolved; it need not exist) is ``directory`` or lies below it, by
+    device and inode."""
     current = os.path.realpath(path)
-    while os.path.dirname(current) != current:
-        current = os.path.dirname(current)
-        if os.path.samefile(current, directory):
+    while True:
+        if os.path.exists(current) and os.path.samefile(current, directory):
             return True
-    return False
+        if os.path.dirname(current) == current:
+            return False
+        current = os.path.dirname(current)
+
+
+def add_force_argument(parser, what: str = "an existing output") -> None:
+    """The one way a program lets its user replace an existing output (``check_tool_output``)."""
+    parser.add_argument("--force", action="store_true",
+                        help=f"replace {what} (never an input or a file in an input directory, "
+                             f"nor what is in a directory the recipes made)")
+
+
+def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "--output",
+                      directory: bool = False, files=()) -> None:
+    """The rule of every program's output argument OPTION, checked before anything is read or
+    written (``OutputRefused``, one line naming PATH):
+
+    - never an input, in an input directory or holding one (``check_output``), even with
+      ``force``;
+    - an existing output only with ``force`` (an empty ``directory`` holds nothing to lose);
+    - even with ``force``, never a file in a directory the recipes made (one holding
+      ``MARKER``: their records and checkpoints, written by their own steps) nor such a
+      directory itself: the layer writes there only new files.
+
+    ``files``: PATH is a directory the program writes these files of its own naming into (a
+    report's table.md): each existing one needs ``force``, and may be replaced in a directory
+    the recipes made, since no step but this program's writes files of those names."""
+    # a directory of the program's files is not replaced: it may hold inputs (report --out .
+    # with --runs ./runs), its files may not be or lie in one
+    try:
+        for target in [os.path.join(path, name) for name in files] or [path]:
+            check_output(target, inputs)
+    except OutputIsInput as err:
+        raise OutputIsInput(f"{option} {err}") from None
+    if files:
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise OutputRefused(f"{option} {path} exists and is not a directory; give the "
+                                f"directory to write {', '.join(files)} into")
+        for name in files:
+            target = os.path.join(path, name)
+            if os.path.lexists(target) and not force:
+                raise OutputRefused(f"{option} {target} exists; pass --force to replace it, "
+                                    f"or choose another {option}")
+        return
+    if not os.path.lexists(path):
+        return
+    if directory and os.path.isdir(path) and not os.path.islink(path) and not os.listdir(path):
+        return
+    if not directory and os.path.isdir(path) and not os.path.islink(path):
+        raise OutputRefused(f"{option} {path} is a directory; give the path of the file to write")
+    ours = [d for d in (os.path.dirname(os.path.abspath(path)), path)
+            if os.path.isfile(os.path.join(d, MARKER))]
+    if ours:
+        raise OutputRefused(f"{option} {path} {'is' if ours[-1] == path else 'is in'} a "
+                            f"directory the recipes made ({MARKER} in {ours[-1]}): only their "
+                            f"own steps replace what is there; choose another {option}")
+    if not force:
+        what = "is a non-empty directory" if os.path.isdir(path) else "exists"
+        raise OutputRefused(f"{option} {path} {what}; pass --force to replace it, or choose "
+                            f"another {option}")
 
 
 # ---- temporaries: one output's, one process's ---------------------------------------------
@@ -409,12 +475,13 @@ def is_disk_error(err: BaseException) -> bool:
 def one_line_os_errors(main):
     """A console script's ``main`` whose disk errors (``DISK_ERRORS``) end in one line naming
     the path, status 1, and whose output onto an input (``OutputIsInput``) in one line, status
-    2 (a usage error), instead of a traceback."""
+    2 (a usage error), instead of a traceback; so does any other refused output
+    (``OutputRefused``)."""
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
         try:
             return main(*args, **kwargs)
-        except OutputIsInput as err:
+        except OutputRefused as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
         except OSError as err:

@@ -326,7 +326,7 @@ def test_an_output_onto_an_input_anywhere_in_a_tool_is_one_line(tmp_path, capsys
         curves.main([str(run), "--export", str(tmp_path)])
     assert stopped.value.code == 2
     err = capsys.readouterr().err
-    assert f"{run} is the input {run}" in err and "Traceback" not in err
+    assert f"is in the input directory {run}" in err and "Traceback" not in err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
 
     @fileio.one_line_os_errors
@@ -337,8 +337,8 @@ def test_an_output_onto_an_input_anywhere_in_a_tool_is_one_line(tmp_path, capsys
         main()
     assert stopped.value.code == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: {run / 'status.json'} is in the input {run}: refusing to write over it; "
-        f"choose another output")
+        f"error: {run / 'status.json'} is in the input directory {run}: refusing to write "
+        f"there; choose another output")
 
 
 def test_sentencepiece_writes_into_a_temporary_of_the_layer(tmp_path):

@@ -212,6 +212,26 @@ def other_dictionary(ctx):
         (other / f"dict.{lang}.txt").write_text(text + "unseen 1\n")
 
 
+def same_size_other_tokens(ctx):
+    """The toy data with two words of its dictionaries exchanged: as many entries as the
+    model's, other tokens (as prepare with another TRAIN_LINES can give)."""
+    other = ctx.tmp / "swapped"
+    shutil.copytree(ctx.data, other)
+    for lang in ("src", "tgt"):
+        lines = (ctx.data / f"dict.{lang}.txt").read_text().splitlines(keepends=True)
+        lines[0], lines[1] = lines[1], lines[0]
+        (other / f"dict.{lang}.txt").write_text("".join(lines))
+
+
+def trained_on(directory, name):
+    """The good checkpoint as NAME, recorded as trained on {t}/DIRECTORY."""
+    def make(ctx):
+        state = checkpoint_io.read_checkpoint(str(ctx.good))
+        state["cfg"]["task"]["data"] = str(ctx.tmp / directory)
+        torch.save(state, ctx.tmp / name)
+    return make
+
+
 def ct2_dir(ctx):
     (ctx.tmp / "ct2").mkdir()
     (ctx.tmp / "ct2" / "model.bin").write_bytes(b"a model\n")
@@ -315,6 +335,24 @@ OTHER_ROWS = [
         export_("{t}/in.pt", "--output", "{t}/out.pt", "--data", "{t}/otherdata"), 2,
         "{t}/otherdata/dict.src.txt has 41 entries but the checkpoint's encoder embedding has "
         "40 rows", ("in.pt", "otherdata/dict.src.txt")),
+    # a dictionary of the same size with other tokens: compared with the one the checkpoint
+    # was trained on (its recorded data directory), naming both and the first difference
+    Row("source-use-data-same-size-other-tokens", both(good_as("in.pt"), same_size_other_tokens),
+        source_use_("{t}/swapped", "--checkpoints", "{t}/in.pt", "--sentences", "4"), 2,
+        "{t}/in.pt: {t}/swapped/dict.src.txt and {data}/dict.src.txt differ at entry 4",
+        ("in.pt", "swapped/dict.src.txt")),
+    Row("export-data-same-size-other-tokens", both(good_as("in.pt"), same_size_other_tokens),
+        export_("{t}/in.pt", "--output", "{t}/out.pt", "--data", "{t}/swapped"), 2,
+        "{t}/swapped/dict.src.txt and {data}/dict.src.txt differ at entry 4", ("in.pt",)),
+    Row("average-same-size-other-dictionaries",
+        both(good_as("in.pt"), same_size_other_tokens, trained_on("swapped", "other.pt")),
+        average("--inputs", "{t}/in.pt", "{t}/other.pt", "--output", "{t}/avg.pt"), 2,
+        "{t}/other.pt was trained on other dictionaries than {t}/in.pt ({t}/swapped/dict.src.txt "
+        "and {data}/dict.src.txt differ at entry 4", ("in.pt", "other.pt")),
+    # the recorded data directory gone (a moved work directory): the sizes are what is checked
+    Row("average-recorded-data-gone", both(good_as("in.pt"), trained_on("gone", "other.pt")),
+        average("--inputs", "{t}/in.pt", "{t}/other.pt", "--output", "{t}/avg.pt"), 0,
+        "wrote {t}/avg.pt", ("in.pt", "other.pt")),
     Row("export-ctranslate2-forced", both(good_as("in.pt"), ct2_dir, stale_ct2),
         export_("{t}/in.pt", "--ctranslate2", "{t}/ct2", "--force"), 0, "wrote {t}/ct2",
         ("in.pt",), check=ct2_replaced_and_stale_removed),
@@ -348,7 +386,7 @@ def test_hostile_input(row, tiny_checkpoint, toy_data, tmp_path, capsys, monkeyp
     except SystemExit as stop:
         code, result = stop.code, None
     err = capsys.readouterr().err
-    expect = row.expect.format(t=tmp_path)
+    expect = row.expect.format(t=tmp_path, data=toy_data)
     assert code == row.code, err
     assert "Traceback" not in err
     if isinstance(result, str):  # a function's message (repair_last_checkpoint)

@@ -5,6 +5,12 @@ are read from their own argparse parsers, and each (tool, output, hostility) is 
 
 * **onto an input**: the output is one of the files the command reads: refused (status 2),
   the input unchanged;
+* **into an input directory**: the output in a directory the command reads (a run's, the
+  data's), new or existing: refused (status 2), even with ``--force``, nothing added there;
+* **onto an existing file**: an unrelated file where the output goes: refused without
+  ``--force`` (status 2, one line), left as it was; replaced with ``--force``;
+* **in a directory the recipes made**: a file output's existing file there: refused even with
+  ``--force``, left as it was (a new one may be added);
 * **onto a symlink**: the output path (or each file a directory or prefix output writes) is a
   link to someone else's file: whatever the tool does, what the link points to is unchanged;
 * **read-only, not permitted, full**: creating anything in the output's directory fails with
@@ -115,6 +121,82 @@ def test_an_output_onto_a_symlink_leaves_what_it_points_to_alone(tmp_path, fixtu
     _call(output.main, output.argv(inputs, fixtures, str(target)))
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == {
         f"theirs-{number}": b"theirs" for number in range(len(links))}
+
+
+@pytest.mark.parametrize("output", TABLE, ids=_case_id)
+def test_an_existing_output_is_replaced_only_with_force(tmp_path, fixtures, output):
+    """An existing file where the tool writes (the output itself, or each file a directory or
+    prefix output writes), unrelated to its inputs: refused without --force (status 2, one line
+    naming it, or the directory output holding it, and --force), left as it was; replaced with
+    --force."""
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    out.mkdir()
+    target = out / ("result" if output.directory else output.name)
+    argv = output.argv(inputs, fixtures, str(target))
+    if output.directory or output.prefix:  # learn what it writes
+        status, said = _call(output.main, argv)
+        assert status == 0, said
+        existing = _files(out)
+    else:
+        existing = [target]
+    for path in existing:
+        path.write_bytes(b"unrelated")
+    status, said = _call(output.main, argv)
+    assert status == 2 and "--force" in said and "Traceback" not in said, said
+    assert any(str(path) in said for path in [target, *existing]), said
+    assert all(path.read_bytes() == b"unrelated" for path in existing)
+    status, said = _call(output.main, argv + ["--force"])
+    assert status == 0, said
+    assert any(path.read_bytes() != b"unrelated" for path in existing)
+
+
+@pytest.mark.parametrize("output", [o for o in TABLE if not o.directory], ids=_case_id)
+def test_a_file_in_a_directory_the_recipes_made_is_never_replaced(tmp_path, fixtures, output):
+    """A directory holding the recipes' marker (a run's: its records and checkpoints): the tool
+    may add a new file there, but an existing one is refused even with --force (status 2, one
+    line naming it), left as it was: the recipes' own steps write there."""
+    from deepnet_fairseq.storage.directories import make_dirs
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    out = tmp_path / "run"
+    make_dirs(str(out))
+    argv = output.argv(inputs, fixtures, str(out / output.name))
+    status, said = _call(output.main, argv)  # new files: allowed
+    assert status == 0, said
+    written = [p for p in _files(out) if p.name != ".deepnet-recipes"]
+    assert written
+    for path in written:
+        path.write_bytes(b"the recipes'")
+    status, said = _call(output.main, argv + ["--force"])
+    assert status == 2 and "the recipes made" in said and "Traceback" not in said, said
+    assert all(path.read_bytes() == b"the recipes'" for path in written)
+
+
+# the outputs of the programs that read directories (a run's, the data's)
+INTO_DIRECTORIES = [o for o in TABLE
+                    if o.directories is not Output.__dataclass_fields__["directories"].default]
+
+
+@pytest.mark.parametrize("output", INTO_DIRECTORIES, ids=_case_id)
+def test_an_output_into_an_input_directory_is_refused_and_writes_nothing(
+        tmp_path, fixtures, output):
+    """The output in a directory the command reads (new, or a new subdirectory of it, or, a
+    directory output, that directory itself: curves --export R would write R/R): refused,
+    status 2 naming the directory, nothing added there, even with --force."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for directory in output.directories(inputs, fixtures):
+        before = sorted(directory.rglob("*"))
+        name = "result" if output.directory else output.name
+        for target in (directory / name, directory / "sub" / name,
+                       *([directory] if output.directory else [])):
+            for force in ([], ["--force"]):
+                status, said = _call(output.main,
+                                     output.argv(inputs, fixtures, str(target)) + force)
+                assert status == 2 and str(directory) in said and "Traceback" not in said, said
+                assert sorted(directory.rglob("*")) == before
 
 
 class _Refusing:
@@ -257,7 +339,8 @@ def test_a_directory_the_user_may_not_write_is_one_line_and_leaves_nothing(
 def test_the_docs_count_the_cases():
     """docs/running.md gives this table's number of cases and the read-only file system's
     (integration/test_read_only_disk.py, one per output): kept true here."""
-    cases = len(FILE_OUTPUTS) + len(TABLE) * (1 + len(CODES) + 1)
+    cases = (len(FILE_OUTPUTS) + len(INTO_DIRECTORIES) + len([o for o in TABLE if not o.directory])
+             + len(TABLE) * (1 + 1 + len(CODES) + 1))
     with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
         text = " ".join(handle.read().split())
     assert f"{len(TABLE)} outputs of {len({o.tool for o in TABLE})} programs" in text

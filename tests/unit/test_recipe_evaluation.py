@@ -82,3 +82,13 @@ def test_a_checkpoint_of_another_vocabulary_is_one_line_not_a_traceback(toy_data
         (other / f"dict.{lang}.txt").write_text("".join(f"w{i} 1\n" for i in range(7)))
     problem = dictionary_problem(path, str(other), ["src-tgt"])
     assert "has 11 entries but the checkpoint's encoder embedding has" in problem
+    # as many entries, two exchanged: compared with the dictionary the model was trained on
+    # (the data directory its cfg records), both named with the first difference
+    swapped = tmp_path / "swapped"
+    for lang in ("src", "tgt"):
+        lines = (toy_data / f"dict.{lang}.txt").read_text().splitlines(keepends=True)
+        lines[0], lines[1] = lines[1], lines[0]
+        swapped.mkdir(exist_ok=True)
+        (swapped / f"dict.{lang}.txt").write_text("".join(lines))
+    problem = dictionary_problem(path, str(swapped), ["src-tgt"])
+    assert f"{swapped}/dict.src.txt and {toy_data}/dict.src.txt differ at entry 4" in problem

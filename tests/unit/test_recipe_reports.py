@@ -46,12 +46,14 @@ def test_valid_curve_reads_every_validation_and_a_resumed_run_keeps_the_later_on
 
 
 def test_curves_refuses_a_directory_without_a_curve_and_writes_nothing(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
     with pytest.raises(SystemExit):
-        curves.main([str(tmp_path), "--export", str(tmp_path / "out")])
+        curves.main([str(run), "--export", str(tmp_path / "out")])
     assert "neither train.log nor valid_loss.csv" in capsys.readouterr().err
-    (tmp_path / "train.log").write_text("no validation yet\n")
+    (run / "train.log").write_text("no validation yet\n")
     with pytest.raises(SystemExit):
-        curves.main([str(tmp_path), "--export", str(tmp_path / "out")])
+        curves.main([str(run), "--export", str(tmp_path / "out")])
     assert "no validation record yet" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
@@ -483,3 +485,47 @@ def test_runs_that_trained_differently_are_not_seeds_of_one_cell(tmp_path, capsy
     # 1e-3 and 0.001 are one LR: a and b are two seeds of it; d (SEED=01) is a again
     assert cells == {"deepnet (LR=1e-3)": ["a", "b"], "deepnet (LR=2e-3)": ["c"]}
     assert "run d: the same training as" in capsys.readouterr().err
+
+
+def test_the_report_writes_nowhere_it_reads_and_replaces_only_with_force(tmp_path, toy_data,
+                                                                         capsys):
+    """--out in the runs directory, a run, its eval/, or the --data directory: refused in one
+    line, even with --force, nothing added (a later report would list what it wrote as an
+    unreadable run); --out onto a file: one line; its existing tables replaced only with
+    --force, also in a results directory the recipes made and marked (the sweep's); --out may
+    hold the runs (it is written into, not replaced)."""
+    from deepnet_fairseq.storage.directories import make_dirs
+
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5)
+    run = runs / "deepnet-6L-6L"
+    snapshot = lambda: sorted(p for d in (runs, toy_data) for p in d.rglob("*"))  # noqa: E731
+    before = snapshot()
+    for out in (runs, run, run / "eval", run / "new", toy_data):
+        for force in ([], ["--force"]):
+            with pytest.raises(SystemExit) as stopped:
+                report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(out),
+                             "--data", str(toy_data), *force])
+            err = capsys.readouterr().err
+            assert stopped.value.code == 2 and "the input" in err, err
+            assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert snapshot() == before
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(SystemExit) as stopped:
+        report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "afile")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "is not a directory" in err and "Traceback" not in err
+    assert (tmp_path / "afile").read_text() == "mine"
+    results = make_dirs(str(tmp_path / "results"))  # the sweep's: made and marked
+    argv = ["--dataset", "wmt17", "--runs", str(runs), "--out", results]
+    report.main(argv)
+    (tmp_path / "results" / "table.md").write_text("old")
+    with pytest.raises(SystemExit) as stopped:
+        report.main(argv)
+    assert "pass --force to replace it" in capsys.readouterr().err
+    assert (tmp_path / "results" / "table.md").read_text() == "old"
+    report.main(argv + ["--force"])
+    assert "| deepnet |" in (tmp_path / "results" / "table.md").read_text()
+    # a directory holding the runs is not replaced, only written into: allowed
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path)])
+    assert (tmp_path / "table.md").is_file() and snapshot() == before

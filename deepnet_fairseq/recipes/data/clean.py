@@ -27,7 +27,8 @@ import unicodedata
 from sacremoses import MosesPunctNormalizer
 
 from .. import atomic_open
-from ...storage.fileio import is_disk_error, one_line_os_errors
+from ...storage.fileio import (add_force_argument, check_tool_output, is_disk_error,
+                                one_line_os_errors)
 
 _SPACES = re.compile(r"\s+")
 BYTE_ORDER_MARK = "\ufeff"
@@ -179,7 +180,11 @@ def main(argv=None) -> None:
     parser.add_argument("--ratio", type=float, default=1.5, help="default: %(default)s")
     parser.add_argument("--encoding", default="utf-8",
                         help="of the input files (default: %(default)s); output is UTF-8")
+    add_force_argument(parser, "existing PREFIX.SRC_LANG and PREFIX.TGT_LANG")
     args = parser.parse_args(argv)
+    for lang in (args.src_lang, args.tgt_lang):
+        check_tool_output(f"{args.out_prefix}.{lang}", [args.src, args.tgt], args.force,
+                          "--out-prefix")
     try:
         kept, total = clean(args.src, args.tgt, args.src_lang, args.tgt_lang, args.out_prefix,
                             args.filter, args.max_len, args.ratio, args.encoding)

@@ -254,14 +254,16 @@ def dictionary_problem(checkpoint: str, data: str, directions) -> "str | None":
     are left to fairseq, and so are multilingual models, whose embeddings also hold the
     language tokens (``_evaluate`` does not call this for them)."""
     from ...export import ExportError, check_dictionaries
-    from ...storage.checkpoint_io import read_checkpoint
+    from ...storage.checkpoint_io import read_checkpoint, trained_on
 
-    weights = read_checkpoint(checkpoint, mmap=True)["model"]
+    state = read_checkpoint(checkpoint, mmap=True)
+    weights, trained = state["model"], trained_on(state)
     for direction in directions:
         src, tgt = direction.split("-")
         if all(os.path.isfile(os.path.join(data, f"dict.{lang}.txt")) for lang in (src, tgt)):
             try:
-                check_dictionaries(weights, {"source_lang": src, "target_lang": tgt}, data)
+                check_dictionaries(weights, {"source_lang": src, "target_lang": tgt,
+                                             "data": trained}, data)
             except ExportError as err:
                 return f"{checkpoint}: {str(err).split(': pass --data')[0]}"
     return None

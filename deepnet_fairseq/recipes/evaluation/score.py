@@ -37,7 +37,7 @@ import sacrebleu
 from sacremoses import MosesTokenizer
 
 from ..records import write_record
-from ...storage.fileio import one_line_os_errors
+from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
 from ..data.clean import normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -121,7 +121,10 @@ def main(argv=None) -> None:
     parser.add_argument("--tokenized-bleu", action="store_true")
     parser.add_argument("--compound-split", action="store_true")
     parser.add_argument("--out", required=True, help="JSON to write")
+    add_force_argument(parser, "an existing --out")
     args = parser.parse_args(argv)
+    read = [path for _, *pair in args.direction for path in pair]
+    check_tool_output(args.out, read, args.force, "--out")
     directions = {}
     try:
         for name, generated, reference in args.direction:
@@ -132,8 +135,7 @@ def main(argv=None) -> None:
     except (OSError, ValueError) as err:
         parser.error(str(err))
     summary = summarise(directions)
-    write_record(args.out, "eval", summary,
-                 inputs=[path for _, *read in args.direction for path in read])
+    write_record(args.out, "eval", summary, inputs=read)
     for name, d in directions.items():
         extra = f", tokenized BLEU {d['tok_bleu']}" if "tok_bleu" in d else ""
         print(f"{name}: sacreBLEU {d['sacrebleu']}{extra}", file=sys.stderr)

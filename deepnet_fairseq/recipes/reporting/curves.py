@@ -24,7 +24,8 @@ from typing import Dict, List
 from .. import save_png, write_atomically
 from ...fairseq_log import valid_curve
 from ...plotting import pyplot
-from ...storage.fileio import copy_file, one_line_os_errors
+from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,
+                                one_line_os_errors)
 
 CURVE_FILE = "valid_loss.csv"
 EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"), ("config.json", "config.json"),
@@ -94,20 +95,20 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--plot", metavar="PNG", help="draw the curves into this PNG")
     parser.add_argument("--title", default="validation loss", help="the plot's title")
     parser.add_argument("--export", metavar="DIR", help="keep each run's records in DIR/<run>/")
+    add_force_argument(parser, "an existing PNG or exported file")
     args = parser.parse_args(argv)
     if not (args.plot or args.export):
         parser.error("nothing to do: give --plot PNG and/or --export DIR")
-    from ...storage.fileio import OutputIsInput, check_output
-
-    inputs = [os.path.join(r, name) for r in args.runs for name in ("train.log", CURVE_FILE)]
-    try:
-        if args.plot:
-            check_output(args.plot, inputs)
-        for run in args.runs if args.export else ():  # DIR/<run> may not be a run itself
-            check_output(os.path.join(args.export, os.path.basename(os.path.normpath(run))),
-                         args.runs)
-    except OutputIsInput as err:
-        parser.error(str(err))
+    # the run directories are the inputs: nothing is written into one (DIR/<run> may not be a
+    # run itself); every file written is checked before the first is
+    inputs = [*args.runs, *(os.path.join(r, name) for r in args.runs
+                            for name in ("train.log", CURVE_FILE))]
+    for run in args.runs if args.export else ():
+        target = os.path.join(args.export, os.path.basename(os.path.normpath(run)))
+        for _, kept in EXPORTED + ((CURVE_FILE, CURVE_FILE),):
+            check_tool_output(os.path.join(target, kept), inputs, args.force, "--export")
+    if args.plot:
+        check_tool_output(args.plot, inputs, args.force, "--plot")
     try:
         curves = {os.path.basename(os.path.normpath(r)): read_curve(r) for r in args.runs}
     except (OSError, ValueError) as error:

@@ -39,7 +39,8 @@ from typing import Dict, List, Optional
 from .. import save_png, write_atomically
 from ...plotting import pyplot
 from ..records import read_record
-from ...storage.fileio import ensure_directory, one_line_os_errors
+from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
+                                one_line_os_errors)
 
 FIELDS = ["method", "encoder_layers", "decoder_layers", "lr", "status", "last_valid_loss",
           "bleu", "run"]
@@ -200,6 +201,10 @@ def eps_markdown(rows: List[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# the files main writes into --out
+WRITTEN = ("lr_transfer.csv", "lr_transfer.md", "lr_transfer.png", "eps_check.md")
+
+
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.lr_transfer",
@@ -210,7 +215,10 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--eps-check", action="store_true",
                         help="also read each run's last checkpoint: Adam's sqrt(v) against "
                              "epsilon per parameter group (eps_check.md)")
+    add_force_argument(parser, "the report's existing files in --out")
     args = parser.parse_args(argv)
+    # --out is a directory of this program's own files (not into a directory of runs it reads)
+    check_tool_output(args.out, args.roots, args.force, "--out", files=WRITTEN)
     try:
         rows = read_runs(args.roots)
     except ValueError as error:

@@ -55,7 +55,8 @@ from .. import save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
 from ..records import read_record
-from ...storage.fileio import RecordError, ensure_directory, one_line_os_errors
+from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
+                                ensure_directory, one_line_os_errors)
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
 from ..datasets import DATASETS, METRICS
 from .paper import lookup
@@ -626,6 +627,11 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
     return list(groups)
 
 
+# the files main writes into --out (some only with --data, or several groups)
+WRITTEN = ("results.csv", "table.md", "bleu_vs_depth.png", "by_group.png", "valid_loss.md",
+           "loss_vs_depth.png")
+
+
 @one_line_os_errors
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.report",
@@ -639,7 +645,11 @@ def main(argv=None) -> None:
     parser.add_argument("--margin", type=float, default=STALLED_MARGIN,
                         help=f"bits below that baseline a run must reach "
                              f"[{STALLED_MARGIN}]")
+    # the sweep's own results directory is replaced by each sweep (the runner passes --force)
+    add_force_argument(parser, "the report's existing files in --out")
     args = parser.parse_args(argv)
+    # --out holds this program's own files, never in the runs or the data it reads
+    check_tool_output(args.out, [args.runs, args.data], args.force, "--out", files=WRITTEN)
     unreadable: List[str] = []
     rows = collect(args.dataset, args.runs, unreadable)
     if not rows:

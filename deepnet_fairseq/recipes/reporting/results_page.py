@@ -453,6 +453,10 @@ def main(argv=None) -> int:
             return 1
         print(f"{target} is current", file=sys.stderr)
         return 0
+    # no --force: README.md is this program's designated file, a page generated from the CSVs
+    # beside it (--check says whether it is current), not a path a user names; the directory
+    # is the one it reads, so check_tool_output's rule (nothing in an input directory) would
+    # forbid the one thing it is for
     write_atomically(target, text)
     print(f"wrote {target}", file=sys.stderr)
     return 0

@@ -25,7 +25,7 @@ import time
 from typing import Dict, Optional
 
 from ..records import write_record
-from ...storage.fileio import one_line_os_errors
+from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
 from ...fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
@@ -169,7 +169,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", required=True, help="status JSON to write")
     parser.add_argument("--meta", nargs="*", default=[], metavar="KEY=VALUE",
                         help="extra fields stored as they are (method, layers, ...)")
+    add_force_argument(parser, "an existing --out")
     args = parser.parse_args(argv)
+    check_tool_output(args.out, [args.log], args.force, "--out")
     with open(args.log, encoding="utf-8", errors="replace") as handle:
         result = classify(handle.read(), args.exit_code, args.vocab_size, args.min_updates,
                           args.signal)

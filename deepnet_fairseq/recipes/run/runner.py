@@ -544,6 +544,8 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     results_dir(cfg.dataset, where)
     # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
     stalled = [] if cfg.declaration.multilingual else ["--data", where["BIN"]]
+    # --force: the results directory is the sweep's own (made and marked above), its tables
+    # replaced by each sweep
     report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],
-                 *stalled])
+                 "--force", *stalled])
     return 0
