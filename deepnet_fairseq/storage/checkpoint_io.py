@@ -140,9 +140,14 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
 def trained_on(state: dict) -> Optional[str]:
     """The data directory a checkpoint records it was trained on (``cfg.task.data``; ``args.data``
     in older ones), or None."""
-    cfg = state.get("cfg")
-    task = cfg.get("task") if cfg is not None else None
-    found = task.get("data") if task is not None else getattr(state.get("args"), "data", None)
+    def field(holder, name):  # a DictConfig or dict, or an argparse.Namespace: fairseq keeps
+        # a task's cfg as the Namespace of its legacy arguments (the multilingual task's)
+        if holder is None:
+            return None
+        return holder.get(name) if hasattr(holder, "get") else getattr(holder, name, None)
+
+    task = field(state.get("cfg"), "task")
+    found = field(task, "data") if task is not None else field(state.get("args"), "data")
     return found if isinstance(found, str) and found else None
 
 

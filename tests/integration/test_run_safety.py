@@ -28,6 +28,10 @@ def trained(tmp_path_factory):
         proc = subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes", "wmt17", step],
                               env=env, cwd=REPO, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-3000:]
+    # the records a training writes before fairseq starts (an early return once skipped them)
+    run = work / "runs" / "deepnet-1L-1L"
+    for record in ("config.json", "command.sh", "status.json"):
+        assert (run / record).is_file(), record
     return work
 
 

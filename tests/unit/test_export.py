@@ -220,3 +220,19 @@ def test_no_output_replaces_what_the_checkpoint_reads(toy_data, tmp_path, capsys
 
 
 # ---- end to end: a trained tiny DeepNet through the real CLIs --------------------------------
+
+
+def test_the_data_a_checkpoint_was_trained_on_is_read_from_any_form_of_its_config():
+    """fairseq keeps a task's cfg as a dict, a DictConfig, or (the multilingual task's legacy
+    arguments) an argparse.Namespace: the dictionary check read .get of a Namespace and the
+    OPUS-100 evaluation failed (the slow chain test caught it)."""
+    import argparse
+
+    from omegaconf import OmegaConf
+
+    from deepnet_fairseq.storage.checkpoint_io import trained_on
+
+    for task in ({"data": "/d"}, OmegaConf.create({"data": "/d"}), argparse.Namespace(data="/d")):
+        assert trained_on({"cfg": {"task": task}}) == "/d"
+    assert trained_on({"args": argparse.Namespace(data="/d")}) == "/d"
+    assert trained_on({"cfg": {"task": argparse.Namespace()}}) is None

@@ -139,10 +139,12 @@ def _vocab_size(bin_dir: str) -> int:
     return vocab_size(os.path.join(bin_dir, dicts[0]))
 
 
-def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
+def prepared_otherwise(cfg: Settings, data: str, using: bool = False) -> Optional[str]:
     """Why DATA, already (partly) prepared, is not the data of these settings (its record,
     ``config.json``, says other data settings), or None. Asked by prepare, and by train,
-    evaluate and the sweep before they write anything (``data_otherwise``)."""
+    evaluate and the sweep before they write anything (``data_otherwise``, USING: a step that
+    uses the data, not one that makes it, so a setting it leaves unset is no difference: the
+    raw text's paths, TRAIN_TEXT and the like, are given to prepare and not repeated after)."""
     started = [p for p in ("raw/.done", "spm.model", "bin/.done")
                if os.path.exists(os.path.join(data, p))]
     try:
@@ -154,8 +156,9 @@ def prepared_otherwise(cfg: Settings, data: str) -> Optional[str]:
     if record.get("dataset") != cfg.dataset:
         different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
     else:
-        different = changed(affecting(DATA), {k: v["value"] for k, v in
-                                              record.get("settings", {}).items()}, cfg.values)
+        names = [n for n in affecting(DATA) if not using or n in cfg.values]
+        different = changed(names, {k: v["value"] for k, v in
+                                    record.get("settings", {}).items()}, cfg.values)
     if not different:
         return None
     return (f"{data} holds data prepared with other settings ({'; '.join(different)}): using "
@@ -168,7 +171,7 @@ def data_otherwise(cfg: Settings) -> None:
     """Refuse (a SettingError naming each setting and both values) prepared data whose record
     says other data settings than CFG's: a run would train or be evaluated on other data than
     its records say (VOCAB=2000 recorded, 1000 pieces used). Prepare's own check."""
-    problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"])
+    problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"], using=True)
     if problem:
         raise SettingError(problem)
 
@@ -298,6 +301,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         # fairseq, resumed from a checkpoint at --max-update, would still take one update (and
         # save it): the run ended there (killed after its last save), nothing is trained
         return _ended_at(cfg, layout, {**meta, "attempt": number - 1}, train_log, done)
+    if layout.is_rank0:
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
                       "layout": {**asdict(layout), "world": layout.world}, "command": command})
