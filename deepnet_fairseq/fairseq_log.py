@@ -74,6 +74,9 @@ TRAIN_INNER = re.compile(_record("train_inner") + r"[^\n]*?\bnum_updates=\d+", r
 OVERFLOW = re.compile(_record(r"fairseq\.trainer")
                       + r"[^\n]*?gradient overflow detected[^\n]*?loss scale to: (\S+)",
                       re.MULTILINE)
+# the trainer's note on a resumed attempt: the update it starts from, before its first record
+RESUMED = re.compile(_record(r"fairseq\.trainer")
+                     + r"Loaded checkpoint [^\n]*? \(epoch \d+ @ (\d+) updates\)$", re.MULTILINE)
 MIN_LOSS_SCALE = re.compile(_RANK + r"FloatingPointError: Minimum loss scale reached",
                             re.MULTILINE)
 STALLED_MARGIN = 0.5  # bits below the source-blind baseline a trained run's nll must reach

@@ -160,3 +160,30 @@ def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
     assert re.search(r"\[wmt17/evaluate \d\d:\d\d:\d\d\] " + re.escape(cfg["RUN_NAME"])
                      + r": decoded 8/60 sentences \(13%\), 0 min 30 s elapsed", err)
     assert "en-de: sacreBLEU 0.5" in err and "NOTE" not in err and runlog.DECODING not in err
+
+
+# fairseq.trainer's note when a run resumes (the line a resumed 1,000-layer run wrote; its first
+# progress record came 16 minutes later)
+RESUMED = ("2026-11-27 14:24:48 | INFO | fairseq.trainer | Loaded checkpoint /w/runs/x+LR=0.008/"
+           "checkpoints/checkpoint_last.pt (epoch 1 @ 150 updates)\n")
+
+
+def test_a_resumed_attempt_starts_at_its_checkpoints_update_not_at_zero():
+    progress = runlog.Progress(total=1000)
+    progress.feed(RESUMED)
+    assert progress.line().startswith("update 150/1000 (15%), no validation yet")
+    progress.first = (150, time.time() - 600)  # 50 updates in the ten minutes since the load
+    progress.feed("2026-11-27 14:34:48 | INFO | train_inner | epoch 001:    200 / 575 loss=7.52, "
+                  "num_updates=200, lr=0.004\n")
+    assert "update 200/1000 (20%)" in progress.line()
+    assert re.search(r"ETA 160 min 0\d s$", progress.line())  # 800 left at 5 a minute
+
+
+def test_only_the_trainers_own_note_counts_as_a_resume():
+    # the same words inside another logger's line, or in the attempt header's command, say nothing
+    for line in (RESUMED.replace("fairseq.trainer", "fairseq_cli.train"),
+                 "==== attempt 2: fairseq-train ... (epoch 1 @ 150 updates)\n",
+                 RESUMED.replace("updates)\n", "updates) and more\n")):
+        progress = runlog.Progress(total=1000)
+        progress.feed(line)
+        assert progress.line().startswith("update 0/1000"), line

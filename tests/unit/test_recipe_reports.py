@@ -244,7 +244,8 @@ TRIGGERS = ["FloatingPointError: gradients are Nan/Inf", "| train | loss=nan",
             "| train_inner | epoch 001: loss=inf, num_updates=999999",
             "| valid | epoch 001 | valid on 'valid' subset | loss 0.01 | nll_loss 0.01 | "
             "num_updates 999999", "num_updates=999999", "num_updates 999999", "loss=nan",
-            "INFO:train_inner:loss=nan, num_updates=999999", "\\n| train | loss=nan"]
+            "INFO:train_inner:loss=nan, num_updates=999999", "\\n| train | loss=nan",
+            "| fairseq.trainer | Loaded checkpoint x (epoch 1 @ 999999 updates)"]
 ECHOES = {
     "header": lambda text: f"{fairseq_log.HEADER}1, 2026-11-25, host: fairseq-train {text}",
     "options dump": lambda text: "2026-11-25 10:00:00 | INFO | fairseq_cli.train | "

@@ -26,7 +26,7 @@ from typing import Dict, Optional
 
 from ..records import write_record
 from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
-from ...fairseq_log import UPDATES, VALID_LOSS, as_number, classify, valid_nll
+from ...fairseq_log import RESUMED, UPDATES, VALID_LOSS, as_number, classify, valid_nll
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
 # sentences, ETA) this often
@@ -83,7 +83,8 @@ class Progress:
     """Reads fairseq-train's output as it comes and makes one line of where the run is:
     update (of ``total``; 0 when an epoch limit decides), last validation nll (``valid_nll``),
     elapsed time and an ETA from this attempt's own rate (a resumed attempt starts at its
-    checkpoint)."""
+    checkpoint's update, from fairseq's note that it loaded it: its first record may be many
+    minutes away at depth)."""
 
     def __init__(self, total: int):
         self.total = total
@@ -94,7 +95,7 @@ class Progress:
         self.lock = threading.Lock()
 
     def feed(self, line: str) -> None:
-        updates, nll = UPDATES.search(line), valid_nll(line)
+        updates, nll = UPDATES.search(line) or RESUMED.search(line), valid_nll(line)
         if not updates:
             return
         with self.lock:
