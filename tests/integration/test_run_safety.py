@@ -1,7 +1,7 @@
 """A run as the recipes leave it (prepared and trained for real, a tiny model, once), then
 attacked file by file: a link planted for any file that train or evaluate hands to fairseq is
 refused in one line, what it points to untouched; a run whose checkpoint_last.pt is at
-MAX_UPDATE is finished, not trained one update past it."""
+MAX_UPDATE or MAX_EPOCH is finished, not trained past it or started again."""
 
 import os
 import shutil
@@ -19,15 +19,20 @@ ENV = {"SIZE": "smoke", "SOURCE": "multi30k", "LAYERS": "1", "MAX_UPDATE": "4",
        "DEVICE": "cpu", "OMP_NUM_THREADS": "1"}
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """WORK, prepared and trained to update 4 by the recipes themselves (fairseq-train)."""
-    work = tmp_path_factory.mktemp("run-safety") / "work"
-    env = {**os.environ, **ENV, "DEEPNET_WORK": str(work)}
+def _prepared_and_trained(work, **settings):
+    """WORK prepared and trained by the recipes themselves (fairseq-train), with SETTINGS."""
+    env = {**os.environ, **ENV, "DEEPNET_WORK": str(work), **settings}
     for step in ("prepare", "train"):
         proc = subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes", "wmt17", step],
                               env=env, cwd=REPO, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """WORK, prepared and trained to update 4 by the recipes themselves (fairseq-train)."""
+    work = tmp_path_factory.mktemp("run-safety") / "work"
+    _prepared_and_trained(work)
     # the records a training writes before fairseq starts (an early return once skipped them)
     run = work / "runs" / "deepnet-1L-1L"
     for record in ("config.json", "command.sh", "status.json"):
@@ -142,3 +147,29 @@ def test_a_run_at_max_update_is_finished_not_trained_past_it(trained, monkeypatc
     now = _status(trained)
     assert (now["status"], now["num_updates"], now["attempt"]) == ("ok", 4, status["attempt"])
     assert open(last, "rb").read() == before
+
+
+def test_a_run_at_max_epoch_is_finished_not_started_again(tmp_path, monkeypatch, capsys):
+    """A run trained by epochs (MAX_UPDATE=0, MAX_EPOCH=1, as OPUS-100's recipe trains) and
+    killed after its last save: relaunched, fairseq would load the checkpoint, train nothing,
+    log no validation and exit 0, a "failed" run that a sweep retries. It is finished: fairseq
+    is not started, the status is the one its log gives."""
+    work, epochs = tmp_path / "work", {"MAX_UPDATE": "0", "MAX_EPOCH": "1"}
+    _prepared_and_trained(work, **epochs)
+    run_dir, _ = _run_files(work)
+    last = os.path.join(run_dir, "checkpoints", "checkpoint_last.pt")
+    updates, whole_epochs = runner.training_done(os.path.dirname(last))
+    assert whole_epochs == 1 and updates > 4  # an epoch of the smoke data is many updates
+    before, status = open(last, "rb").read(), _status(work)
+    runner.write_record(os.path.join(run_dir, "status.json"), "status",
+                        {**status, "status": "interrupted", "reason": "stopped by SIGTERM"})
+    code, err = _step(monkeypatch, capsys, work, "train", **epochs)
+    assert code == 0, err
+    assert (f"checkpoint_last.pt is at the end of epoch 1 (update {updates}), MAX_EPOCH=1: "
+            "nothing more to train (set MAX_EPOCH higher to train on)") in err
+    now = _status(work)
+    assert (now["status"], now["num_updates"], now["attempt"]) == ("ok", updates, 1)
+    assert open(last, "rb").read() == before
+    # a higher limit trains on (fairseq is started)
+    code, _ = _step(monkeypatch, capsys, work, "train", RETRY="1", MAX_UPDATE="0", MAX_EPOCH="2")
+    assert code is None

@@ -106,19 +106,43 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             f"update 0")
 
 
-def updates_done(checkpoints: str) -> int:
-    """The updates CHECKPOINTS/checkpoint_last.pt holds (fairseq's optimizer history); 0 where
-    there is none or it cannot be read (``repair_last_checkpoint`` deals with that one)."""
+def training_done(checkpoints: str) -> Tuple[int, int]:
+    """(updates, whole epochs) CHECKPOINTS/checkpoint_last.pt holds: fairseq's optimizer
+    history, and its train iterator's state, whose epoch is the one to run next (fairseq
+    saves an epoch's end as the next epoch at iteration 0); (0, 0) where there is none or it
+    cannot be read (``repair_last_checkpoint`` deals with that one)."""
     from ...storage.checkpoint_io import CheckpointError, read_checkpoint
 
     last = os.path.join(checkpoints, "checkpoint_last.pt")
     if not os.path.isfile(last):
-        return 0
+        return 0, 0
     try:
-        history = read_checkpoint(last, mmap=True).get("optimizer_history") or [{}]
+        state = read_checkpoint(last, mmap=True)
     except CheckpointError:
-        return 0
-    return int(history[-1].get("num_updates", 0) or 0)
+        return 0, 0
+    history = state.get("optimizer_history") or [{}]
+    iterator = (state.get("extra_state") or {}).get("train_iterator") or {}
+    return (int(history[-1].get("num_updates", 0) or 0),
+            max(int(iterator.get("epoch", 1) or 1) - 1, 0))
+
+
+def updates_done(checkpoints: str) -> int:
+    """The updates CHECKPOINTS/checkpoint_last.pt holds (``training_done``)."""
+    return training_done(checkpoints)[0]
+
+
+def limit_reached(cfg: Settings, checkpoints: str) -> Optional[Tuple[str, str]]:
+    """The limit, MAX_UPDATE or MAX_EPOCH (each 0: none), at which the run in CHECKPOINTS has
+    nothing more to train, and where checkpoint_last.pt is; None if neither is reached.
+    Resumed from a checkpoint at --max-update, fairseq would still take one update (and save
+    it); at --max-epoch it would start, log no validation and exit 0, a "failed" run that a
+    sweep retries: either way the run ended there, killed after its last save."""
+    updates, epochs = training_done(checkpoints)
+    if cfg.int("MAX_UPDATE") and updates >= cfg.int("MAX_UPDATE"):
+        return "MAX_UPDATE", f"update {updates}"
+    if cfg.int("MAX_EPOCH") and epochs >= cfg.int("MAX_EPOCH"):
+        return "MAX_EPOCH", f"the end of epoch {epochs} (update {updates})"
+    return None
 
 
 def _stale_temporaries(run_dir: str) -> List[str]:
@@ -296,11 +320,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         repaired = repair_last_checkpoint(where["CHECKPOINTS"])
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
-    done, limit = updates_done(where["CHECKPOINTS"]), cfg.int("MAX_UPDATE")
-    if limit and done >= limit:
-        # fairseq, resumed from a checkpoint at --max-update, would still take one update (and
-        # save it): the run ended there (killed after its last save), nothing is trained
-        return _ended_at(cfg, layout, {**meta, "attempt": number - 1}, train_log, done)
+    reached = limit_reached(cfg, where["CHECKPOINTS"])
+    if reached:
+        return _ended_at(cfg, layout, {**meta, "attempt": number - 1}, train_log, reached)
     if layout.is_rank0:
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
@@ -355,21 +377,23 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     return 128 + signum if state == "interrupted" else EXIT[state]
 
 
-def _ended_at(cfg: Settings, layout, meta: dict, train_log: str, done: int) -> int:
-    """A run whose checkpoint_last.pt is at MAX_UPDATE already: its status as for a run that
-    ended there, from fairseq's own lines in the run's log (every attempt's, so that one
-    that failed before its first update does not hide the last validation)."""
+def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
+              reached: Tuple[str, str]) -> int:
+    """A run whose checkpoint_last.pt is at its limit already (REACHED: ``limit_reached``'s): its status as for a run that ended there, from fairseq's own lines in the run's
+    log (every attempt's, so that one that failed before its first update does not hide the
+    last validation)."""
     run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
-    log(cfg, "train", f"{name}: checkpoint_last.pt is at update {done}, MAX_UPDATE="
-                      f"{cfg['MAX_UPDATE']}: nothing more to train (set MAX_UPDATE higher to "
-                      "train on)")
+    limit, where = reached
+    log(cfg, "train", f"{name}: checkpoint_last.pt is at {where}, {limit}={cfg[limit]}: "
+                      f"nothing more to train (set {limit} higher to train on)")
     if not layout.is_rank0:
         return 0
     text = open(train_log, encoding="utf-8", errors="replace").read() \
         if os.path.isfile(train_log) else ""
     result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.int("WARMUP"))
     write_record(os.path.join(run_dir, "status.json"), "status",
-                 {**meta, **(_status(run_dir) or {}), **result, "num_updates": done})
+                 {**meta, **(_status(run_dir) or {}), **result,
+                  "num_updates": updates_done(paths(cfg)["CHECKPOINTS"])})
     state = result["status"]
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} (from {train_log}; "
