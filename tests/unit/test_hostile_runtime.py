@@ -50,6 +50,8 @@ SETTING_ROWS = [
     Row("source equals target", {"SRC": "en", "TGT": "en"}, "copy task"),
     Row("dropout of 1", {"DROPOUT": "1"}, "DROPOUT=1"),
     Row("width not a multiple of heads", {"EMBED_DIM": "65"}, "multiple of HEADS"),
+    Row("beam as wide as the vocabulary", {"BEAM": "1000", "VOCAB": "1000"},
+        "BEAM=1000 (from environment BEAM): must be smaller than VOCAB=1000"),
     Row("unknown encoding", {"ENCODING": "klingon"}, "not a text encoding Python knows"),
     Row("zero checkpoints averaged", {"AVERAGE_LAST": "0"}, "AVERAGE_LAST=0"),
     Row("port out of range", {"MASTER_PORT": "70000"}, "must be >= 1 and < 65536"),

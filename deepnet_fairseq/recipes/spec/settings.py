@@ -615,6 +615,10 @@ def check_ranges(cfg: "Settings") -> None:
             cfg.int("MAX_UPDATE") == 0 and cfg.int("MAX_EPOCH") == 0:
         bad("MAX_UPDATE", "MAX_UPDATE and MAX_EPOCH are both 0, so training would never end; "
                           "set one of them above 0")
+    if "BEAM" in cfg and "VOCAB" in cfg and cfg.int("BEAM") >= cfg.int("VOCAB"):
+        # fairseq's SequenceGenerator would quietly search with a beam of its vocabulary - 1
+        bad("BEAM", f"must be smaller than VOCAB={cfg['VOCAB']} (a beam that wide would be cut "
+                    "to the vocabulary without a word)")
     if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.int("HEADS") > 0 and \
             cfg.int("EMBED_DIM") % cfg.int("HEADS"):
         bad("EMBED_DIM", f"must be a multiple of HEADS={cfg['HEADS']}")
