@@ -8,6 +8,7 @@ handed to fairseq (checkpoints, results) is made and marked here first.
 """
 
 import contextlib
+import errno
 import os
 import shutil
 
@@ -116,7 +117,13 @@ class RunLock:
         import socket
 
         # never through a link planted as DIR/.lock (its target would be truncated below)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            if err.errno != errno.ELOOP:
+                raise
+            raise OSError(errno.ELOOP, "a symbolic link where the recipes keep a run's lock: "
+                                       "they follow no link there", self.path) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -241,12 +241,14 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
 
-    # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by name:
-    # a link in them would resume from, and overwrite, what it points to
-    for directory in (run_dir, where["BIN"]):
-        refuse_links_within(directory)
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
+        # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by
+        # name: a link in them would resume from, and overwrite, what it points to. Asked
+        # under the lock, so that no launch of the recipes changes the run between the
+        # answer and fairseq's start
+        for directory in (run_dir, where["BIN"]):
+            refuse_links_within(directory)
         try:
             return _train_attempt(cfg, env, layout, command, lock)
         except OSError as err:  # a full disk, a directory made read-only: not "running"
@@ -409,8 +411,6 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
         print(shlex.join(command))
         return 0
     data_otherwise(cfg)  # it decodes data/bin and scores against data/raw
-    for directory in (where["CHECKPOINTS"], where["BIN"], where["RAW"]):
-        refuse_links_within(directory)  # read by name, as training's (evaluate.py checks too)
     status = _status(run_dir)
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
@@ -418,6 +418,8 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     # the run's lock before anything is written: a second evaluation (or a training) is
     # refused here, with the first one's records and log untouched; the evaluation inherits it
     with RunLock(run_dir, step="evaluate") as lock:
+        for directory in (where["CHECKPOINTS"], where["BIN"], where["RAW"]):
+            refuse_links_within(directory)  # read by name, as training's (evaluate.py too)
         return _evaluate_locked(cfg, env, command, lock)
 
 
