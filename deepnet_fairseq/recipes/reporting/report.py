@@ -602,8 +602,9 @@ def plot_groups(path: str, dataset: str, rows: List[Dict]) -> List[str]:
         ax_loss.plot([p["layers"] for p in losses], [p["loss"] for p in losses],
                      **{**style, "color": line.get_color()})
         bad = [p["layers"] for p in points if p["bad"]]
-        ax_bleu.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
-                     clip_on=False)
+        if bad:  # an empty unclipped line still counts for the layout, at the figure's corner
+            ax_bleu.plot(bad, [0] * len(bad), "x", color=line.get_color(), markersize=9,
+                         clip_on=False)
 
     for column, (group, labels) in enumerate(groups.items()):
         ax_bleu, ax_loss = axes[0][column], axes[1][column]
