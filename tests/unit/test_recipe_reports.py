@@ -426,14 +426,18 @@ def test_an_evaluation_of_earlier_checkpoints_is_not_the_runs_score(tmp_path):
 
 def test_a_runs_seed_comes_from_its_records(tmp_path):
     """status.json's seed, else config.json's resolved SEED (runs trained before status.json
-    held it); never the command text."""
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "command.sh").write_text("fairseq-train data --seed 99\n")
-    assert report.seed_of(str(run), {"seed": 3}) == "3"
-    assert report.seed_of(str(run), {}) == ""
-    (run / "config.json").write_text(json.dumps({"settings": {"SEED": {"value": "2"}}}))
-    assert report.seed_of(str(run), {}) == "2"
+    held it); never the command text (``_fake_run``'s says --seed 99)."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 20.0, seed=3)
+    _fake_run(runs, "deepnet-6L-6L-old", "deepnet", 6, "ok", 20.0)
+
+    def seeds():
+        return {row["run"]: row["seed"] for row in report.collect("wmt17", str(runs))}
+
+    assert seeds() == {"deepnet-6L-6L": "3", "deepnet-6L-6L-old": ""}
+    (runs / "deepnet-6L-6L-old" / "config.json").write_text(
+        json.dumps({"settings": {"SEED": {"value": "2"}}}))
+    assert seeds() == {"deepnet-6L-6L": "3", "deepnet-6L-6L-old": "2"}
 
 
 def test_a_label_is_one_cell_of_the_table(tmp_path):

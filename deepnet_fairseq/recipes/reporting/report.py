@@ -68,12 +68,11 @@ COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layer
            "reason", "signature"]
 
 
-def seed_of(run_dir: str, status: Dict) -> str:
-    """The run's seed, from its records: ``status.json`` (runs trained since it records it),
-    else ``config.json``'s resolved settings; "" where neither says."""
+def seed_of(status: Dict, config: Dict) -> str:
+    """The run's seed, from its records: STATUS (``status.json``, for runs trained since it
+    records it), else CONFIG's resolved settings (``config.json``); "" where neither says."""
     if "seed" in status:
         return str(status["seed"])
-    config = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
     return str(config.get("settings", {}).get("SEED", {}).get("value", ""))
 
 
@@ -190,7 +189,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     row.update(dataset=dataset, run=name, method=status["method"],
                label=status.get("label") or status["method"], encoder_layers=n,
                decoder_layers=m, layers=n + m, status=status["status"],
-               seed=seed_of(os.path.join(runs_dir, name), status),
+               seed=seed_of(status, config),
                reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
                last_valid_loss=status.get("last_valid_loss"),
                last_valid_nll=status.get("last_valid_nll"))
