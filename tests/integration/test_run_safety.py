@@ -132,7 +132,7 @@ def test_a_run_at_max_update_is_finished_not_trained_past_it(trained, monkeypatc
     trains nothing; the status is the one fairseq's log gives for a run that ended there."""
     run_dir, _ = _run_files(trained)
     last = os.path.join(run_dir, "checkpoints", "checkpoint_last.pt")
-    assert runner.updates_done(os.path.dirname(last)) == 4
+    assert runner.training_done(os.path.dirname(last))[0] == 4
     before = open(last, "rb").read()
     status = _status(trained)
     if how == "RETRY=1":

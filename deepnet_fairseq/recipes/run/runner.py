@@ -126,18 +126,13 @@ def training_done(checkpoints: str) -> Tuple[int, int]:
             max(int(iterator.get("epoch", 1) or 1) - 1, 0))
 
 
-def updates_done(checkpoints: str) -> int:
-    """The updates CHECKPOINTS/checkpoint_last.pt holds (``training_done``)."""
-    return training_done(checkpoints)[0]
-
-
-def limit_reached(cfg: Settings, checkpoints: str) -> Optional[Tuple[str, str]]:
-    """The limit, MAX_UPDATE or MAX_EPOCH (each 0: none), at which the run in CHECKPOINTS has
-    nothing more to train, and where checkpoint_last.pt is; None if neither is reached.
-    Resumed from a checkpoint at --max-update, fairseq would still take one update (and save
-    it); at --max-epoch it would start, log no validation and exit 0, a "failed" run that a
-    sweep retries: either way the run ended there, killed after its last save."""
-    updates, epochs = training_done(checkpoints)
+def limit_reached(cfg: Settings, updates: int, epochs: int) -> Optional[Tuple[str, str]]:
+    """The limit, MAX_UPDATE or MAX_EPOCH (each 0: none), at which a run whose checkpoint_last.pt
+    holds UPDATES and EPOCHS (``training_done``) has nothing more to train, and where that is;
+    None if neither is reached. Resumed from a checkpoint at --max-update, fairseq would still
+    take one update (and save it); at --max-epoch it would start, log no validation and exit 0,
+    a "failed" run that a sweep retries: either way the run ended there, killed after its last
+    save."""
     if cfg.int("MAX_UPDATE") and updates >= cfg.int("MAX_UPDATE"):
         return "MAX_UPDATE", f"update {updates}"
     if cfg.int("MAX_EPOCH") and epochs >= cfg.int("MAX_EPOCH"):
@@ -322,9 +317,11 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         repaired = repair_last_checkpoint(where["CHECKPOINTS"])
         if repaired:
             log(cfg, "train", f"{name}: {repaired}")
-    reached = limit_reached(cfg, where["CHECKPOINTS"])
+    updates, epochs = training_done(where["CHECKPOINTS"])
+    reached = limit_reached(cfg, updates, epochs)
     if reached:
-        return _ended_at(cfg, layout, {**meta, "attempt": number - 1}, train_log, reached)
+        return _ended_at(cfg, layout, {**meta, "attempt": number - 1, "num_updates": updates},
+                         train_log, reached)
     if layout.is_rank0:
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
@@ -381,9 +378,10 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
 
 def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
               reached: Tuple[str, str]) -> int:
-    """A run whose checkpoint_last.pt is at its limit already (REACHED: ``limit_reached``'s): its status as for a run that ended there, from fairseq's own lines in the run's
-    log (every attempt's, so that one that failed before its first update does not hide the
-    last validation)."""
+    """A run whose checkpoint_last.pt is at its limit already (REACHED: ``limit_reached``'s;
+    META holds its updates): its status as for a run that ended there, from fairseq's own
+    lines in the run's log (every attempt's, so that one that failed before its first update
+    does not hide the last validation)."""
     run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
     limit, where = reached
     log(cfg, "train", f"{name}: checkpoint_last.pt is at {where}, {limit}={cfg[limit]}: "
@@ -395,7 +393,7 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
     result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.int("WARMUP"))
     write_record(os.path.join(run_dir, "status.json"), "status",
                  {**meta, **(_status(run_dir) or {}), **result,
-                  "num_updates": updates_done(paths(cfg)["CHECKPOINTS"])})
+                  "num_updates": meta["num_updates"]})
     state = result["status"]
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} (from {train_log}; "
