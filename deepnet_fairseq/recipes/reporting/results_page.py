@@ -168,7 +168,10 @@ shallower DeepNets'. Post-LN at the same depth and settings diverges: its valida
 bits when the learning rate peaks (update 400), climbs past a uniform guess (11.97) and the
 recipe's divergence stop ended it at update 700 (13.40 bits). The curves against the shallower
 DeepNets, and what it would take to go further:
-[table1-mini](table1-mini/README.md#the-1000-layer-deepnet-500l-500l).
+[table1-mini](table1-mini/README.md#the-1000-layer-deepnet-500l-500l). What it took, on the same
+data and budget: a learning rate set for the depth. Pre-LN with CompleteP's depth scaling, at
+the rate tuned at 6L-6L, reaches 25.96 BLEU at 500L-500L, the best cell of the
+[depth transfer](#depth-transfer) study.
 
 DeepNet and Post-LN by depth, from the table's runs (loss: the last validation loss,
 label-smoothed cross-entropy in bits per token; where there are seeds, the mean over them, or
@@ -194,12 +197,12 @@ LR_TRANSFER_INTRO = """\
 
 Does the peak learning rate tuned at 6L-6L stay the best deeper, with CompleteP or Depth-muP
 (`--depth-transfer`)? The cells are Table 1's mini ones (Multi30k, 64 wide, 1,000 updates of
-1,024 tokens) with only the peak learning rate varied, run from 2026-11-25 on; the study is in
-progress (the 50L-50L and 100L-100L cells are coming in). Each cell: the learning rate, then
-the last validation loss (label-smoothed cross-entropy, bits per token) and tokenized BLEU; the optimum
+1,024 tokens) with only the peak learning rate varied, run from 2026-11-25 to 27; the deepest
+cells are at the rate each method's rule predicts from its shallow optimum. Each cell: the
+learning rate, then the last validation loss (label-smoothed cross-entropy, bits per token) and tokenized BLEU; the optimum
 is the rate of the lowest loss, and its drift is its ratio to the shallowest depth's. The runs,
-the plot, Adam's epsilon check and how to go on: [depth-transfer](depth-transfer/README.md);
-what it shows so far: [docs/findings.md](../docs/findings.md#depth-transfer).
+the plots, Adam's epsilon check and how to run it again: [depth-transfer](depth-transfer/README.md);
+what it shows: [docs/findings.md](../docs/findings.md#depth-transfer).
 """
 
 FOLDERS_INTRO = """\
