@@ -199,10 +199,11 @@ Does the peak learning rate tuned at 6L-6L stay the best deeper, with CompleteP 
 (`--depth-transfer`)? The cells are Table 1's mini ones (Multi30k, 64 wide, 1,000 updates of
 1,024 tokens) with only the peak learning rate varied, run from 2026-11-25 to 27; the deepest
 cells are at the rate each method's rule predicts from its shallow optimum. Each cell: the
-learning rate, then the last validation loss (label-smoothed cross-entropy, bits per token) and tokenized BLEU; the optimum
-is the rate of the lowest loss, and its drift is its ratio to the shallowest depth's. The runs,
-the plots, Adam's epsilon check and how to run it again: [depth-transfer](depth-transfer/README.md);
-what it shows: [docs/findings.md](../docs/findings.md#depth-transfer).
+learning rate, then the last validation loss (label-smoothed cross-entropy, bits per token) and
+tokenized BLEU; the optimum is the rate of the lowest loss, and its drift is its ratio to the
+shallowest depth's. The runs, the plots, Adam's epsilon check and how to run it again:
+[depth-transfer](depth-transfer/README.md); what it shows:
+[docs/findings.md](../docs/findings.md#depth-transfer).
 """
 
 FOLDERS_INTRO = """\
