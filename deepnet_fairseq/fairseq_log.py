@@ -70,6 +70,10 @@ _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 TRAIN_LOSS = re.compile(_record("train_inner") + r"[^\n]*?\bloss=([^,\s]+)", re.MULTILINE)
 # the GPU check's readings (benchmarks/gpu_check.py): each update's record, fp16's overflows
 # (fairseq.trainer's note) and the loss scale's floor (the exception line of the traceback)
+# one logged interval of training: the update it ends at and fairseq's wall seconds of its
+# training steps (train_wall: validation and checkpointing not counted; reset every interval)
+TRAIN_WALL = re.compile(_record("train_inner") + r"[^\n]*?\bnum_updates=(\d+)[^\n]*?"
+                        r"\btrain_wall=([0-9.]+)", re.MULTILINE)
 TRAIN_INNER = re.compile(_record("train_inner") + r"[^\n]*?\bnum_updates=\d+", re.MULTILINE)
 OVERFLOW = re.compile(_record(r"fairseq\.trainer")
                       + r"[^\n]*?gradient overflow detected[^\n]*?loss scale to: (\S+)",
@@ -120,6 +124,21 @@ def valid_curve(log_text: str) -> Dict[int, float]:
         if loss and updates:
             curve[int(updates.group(1))] = as_number(loss.group(1))
     return dict(sorted(curve.items()))
+
+
+def train_seconds(log_text: str) -> Dict[int, float]:
+    """{num_updates: training seconds up to that update} from a fairseq-train log's
+    ``train_inner`` records (fairseq's ``train_wall`` of each logged interval, summed): the
+    cost of training the model once. A resumed run trains some intervals again; each interval
+    counts once, its later record winning, so an interruption does not inflate the cost."""
+    interval = {}
+    for updates, seconds in TRAIN_WALL.findall(log_text):
+        interval[int(updates)] = float(seconds)
+    total, cumulative = 0.0, {}
+    for updates in sorted(interval):
+        total += interval[updates]
+        cumulative[updates] = total
+    return cumulative
 
 
 def vocab_size(dictionary: str) -> int:

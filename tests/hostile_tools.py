@@ -25,7 +25,7 @@ from support import REPO
 LOG = ("2026 | INFO | train_inner | epoch 001: loss=5, mon_grad.enc.0=0.1, mon_lnin.enc.0=1, "
        "mon_upd.enc.0=0.01, num_updates=1\n")
 # what an output argument is called (an option of a tool's parser, or of its sub-commands')
-OUTPUT_OPTION = re.compile(r"^--(output-dir|output|out|out-prefix|model-prefix|save-config|plot|"
+OUTPUT_OPTION = re.compile(r"^--(output-dir|output|out|out-prefix|model-prefix|save-config|plot|factors|"
                            r"export|ctranslate2|transformers)$")
 
 
@@ -75,6 +75,7 @@ def _runs(inputs, fixtures):
     runs = inputs / "runs"
     if not runs.exists():
         _fake_run(runs)
+        _fake_run(runs, "deepnet-6L-6L+LR=0.002")  # a second learning rate (curves --factors)
     return runs
 
 
@@ -121,10 +122,18 @@ TABLE: List[Output] = [
            lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"), "--plot", out],
            lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001" / "valid_loss.csv"],
            name="result.png", directories=lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
+    Output("curves", "--factors", "deepnet_fairseq.recipes.reporting.curves:main",
+           lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"),
+                              str(_runs(i, f) / "deepnet-6L-6L+LR=0.002"), "--factors", out],
+           lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001" / "valid_loss.csv"],
+           name="result.png", directories=lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
     Output("curves", "--export", "deepnet_fairseq.recipes.reporting.curves:main",
            lambda i, f, out: [str(_runs(i, f) / "deepnet-6L-6L+LR=0.001"), "--export", out],
            directory=True, directories=lambda i, f: [_runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
     Output("lr_transfer", "--out", "deepnet_fairseq.recipes.reporting.lr_transfer:main",
+           lambda i, f, out: [str(_runs(i, f)), "--out", out], directory=True,
+           directories=lambda i, f: [_runs(i, f), _runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
+    Output("depth_law", "--out", "deepnet_fairseq.recipes.reporting.depth_law:main",
            lambda i, f, out: [str(_runs(i, f)), "--out", out], directory=True,
            directories=lambda i, f: [_runs(i, f), _runs(i, f) / "deepnet-6L-6L+LR=0.001"]),
     Output("deepnet-export", "--output", "deepnet_fairseq.export:main",

@@ -681,3 +681,20 @@ def test_resolved_settings_are_frozen():
     with pytest.raises(TypeError):
         cfg.values["LR"] = "1"
     assert cfg["LR"] == "1.5e-3"
+
+
+def test_lr_base_layers_moves_the_peak_rate_by_docs_methods_rule():
+    """LR_BASE_LAYERS=6: the rate tuned at 6L-6L, moved to each run's depth as docs/methods.md
+    says for plain DeepNet, (6 / L)^(2/3); L the mean layers per side. Off (0), LR itself."""
+    env = {"DEVICE": "cpu", "SIZE": "mini", "LR": "4e-3", "LR_BASE_LAYERS": "6"}
+    # 4e-3 x (6/50)^0.667 = 4e-3 x exp(0.667 x ln 0.12) = 4e-3 x 0.24312, worked by hand
+    _, _, cmd = plan({**env, "LAYERS": "50"})
+    assert float(option(cmd, "--lr")) == pytest.approx(9.7246e-4, rel=1e-4)
+    _, _, cmd = plan({**env, "LAYERS": "6"})
+    assert float(option(cmd, "--lr")) == pytest.approx(4e-3)
+    _, _, cmd = plan({**env, "ENC_LAYERS": "100", "DEC_LAYERS": "20"})  # L = 60: (1/10)^0.667
+    assert float(option(cmd, "--lr")) == pytest.approx(4e-3 * 0.2153, rel=1e-3)
+    _, _, cmd = plan({**env, "LAYERS": "50", "LR_DEPTH_POWER": "0.5"})  # sqrt(0.12) = 0.34641
+    assert float(option(cmd, "--lr")) == pytest.approx(4e-3 * 0.34641, rel=1e-4)
+    _, _, cmd = plan({"DEVICE": "cpu", "SIZE": "mini", "LR": "4e-3", "LAYERS": "50"})
+    assert option(cmd, "--lr") == "4e-3"

@@ -143,7 +143,8 @@ def test_opus_fit_recovers_a_log_law(tmp_path):
             "de-en": {"sacrebleu": bleu + 1, "signature": "s"},
             "en-de": {"sacrebleu": bleu - 1, "signature": "s"}})
     _fake_run(runs, "post_ln-100L-100L", "post_ln", 100, "diverged")
-    (a, b), = report.fits(report.collect("opus100", str(runs))).values()
+    (a, b, r2, points), = report.fits(report.collect("opus100", str(runs))).values()
+    assert r2 == pytest.approx(1.0) and points == 4
     assert a == pytest.approx(1.5, abs=0.01) and b == pytest.approx(20.0, abs=0.05)
     report.main(["--dataset", "opus100", "--runs", str(runs), "--out", str(tmp_path / "out")])
     table = (tmp_path / "out" / "table.md").read_text()

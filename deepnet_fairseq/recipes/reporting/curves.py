@@ -9,9 +9,15 @@ fairseq-train's validation records: loss in bits and update count) or a director
 ``--export`` (whose ``valid_loss.csv`` holds the same curve).
 
 * ``--plot PNG``: validation loss against updates, one line per run, named by its directory;
+* ``--factors PNG``: one factor at a time, as the paper's Figure 7: runs named as a RUNS entry
+  names them (``deepnet-18L-18L+LR=0.002``), the first RUN the base setting and every other
+  one it with some settings changed; one panel per set of settings changed (LR, TOKENS_PER_UPDATE,
+  EMBED_DIM with FFN_DIM, ...), each holding the base and the runs that change it;
 * ``--export DIR``: for each run, ``DIR/<run>/`` with its ``command.sh``, ``status.json``,
-  ``eval.json`` (the scores, where the run was evaluated) and ``valid_loss.csv``: the few KB of
-  a run worth committing, without its checkpoints.
+  ``eval.json`` (the scores, where the run was evaluated) and ``valid_loss.csv`` (each
+  validation's update, loss and the training seconds spent up to it: fairseq's ``train_wall``,
+  ``fairseq_log.train_seconds``): the few KB of a run worth committing, without its
+  checkpoints.
 """
 
 import argparse
@@ -19,15 +25,19 @@ import csv
 import io
 import os
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
-from ...fairseq_log import valid_curve
+from ..records import read_record
+import bisect
+
+from ...fairseq_log import train_seconds, valid_curve
 from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,
                                 one_line_os_errors)
 
 CURVE_FILE = "valid_loss.csv"
+SECONDS_COLUMN = "train_seconds"
 EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"), ("config.json", "config.json"),
             (os.path.join("eval", "eval.json"), "eval.json"))
 
@@ -51,11 +61,35 @@ def read_curve(run_dir: str) -> Dict[int, float]:
     return curve
 
 
-def curve_csv(curve: Dict[int, float]) -> str:
+def training_seconds(run_dir: str) -> Optional[Dict[int, float]]:
+    """{num_updates: training seconds up to it} of the run, from its train.log (every logged
+    interval) or an exported valid_loss.csv (at each validation); None where neither says
+    (a curve exported before the column was kept)."""
+    log = os.path.join(run_dir, "train.log")
+    if os.path.isfile(log):
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            return train_seconds(handle.read()) or None
+    path = os.path.join(run_dir, CURVE_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    if not rows or not rows[0].get(SECONDS_COLUMN):
+        return None
+    return {int(r["num_updates"]): float(r[SECONDS_COLUMN]) for r in rows}
+
+
+def curve_csv(curve: Dict[int, float], seconds: Optional[Dict[int, float]] = None) -> str:
+    """The curve as CSV; with SECONDS (``training_seconds``), the training seconds up to each
+    validation: those of the last logged interval at or before it."""
+    logged = sorted(seconds or ())
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["num_updates", "valid_loss_bits"])
-    writer.writerows([n, f"{loss:g}"] for n, loss in curve.items())
+    writer.writerow(["num_updates", "valid_loss_bits"] + ([SECONDS_COLUMN] if logged else []))
+    for n, loss in curve.items():
+        at = bisect.bisect_right(logged, n)
+        writer.writerow([n, f"{loss:g}"] + ([f"{seconds[logged[at - 1]]:g}" if at else "0"]
+                                            if logged else []))
     return out.getvalue()
 
 
@@ -67,7 +101,8 @@ def export(run_dir: str, out_dir: str) -> str:
     for source, kept in EXPORTED:
         if os.path.isfile(os.path.join(run_dir, source)):
             copy_file(os.path.join(run_dir, source), os.path.join(target, kept))
-    write_atomically(os.path.join(target, CURVE_FILE), curve_csv(curve))
+    write_atomically(os.path.join(target, CURVE_FILE),
+                     curve_csv(curve, training_seconds(run_dir)))
     return target
 
 
@@ -86,6 +121,58 @@ def plot(path: str, curves: Dict[str, Dict[int, float]], title: str) -> None:
     plt.close(fig)
 
 
+def overrides(name: str) -> Dict[str, str]:
+    """The KEY=VALUE settings a run's name carries (``settings.run_name``: METHOD-NL-ML+K=V...)."""
+    return dict(part.split("=", 1) for part in name.split("+")[1:] if "=" in part)
+
+
+def factor_panels(base: str, others: List[str]) -> Dict[str, List[str]]:
+    """{the settings changed: the runs changing them} of OTHERS against BASE, each by name; a
+    run that changes nothing, or is not BASE's method and depth, is an error."""
+    stem, fixed = base.split("+")[0], overrides(base)
+    panels: Dict[str, List[str]] = {}
+    for name in others:
+        changed = {k: v for k, v in overrides(name).items() if fixed.get(k) != v}
+        if name.split("+")[0] != stem or not changed:
+            raise ValueError(f"{name} is not {base} with some settings changed: --factors "
+                             "takes the base run first, then runs named as it plus KEY=VALUE")
+        panels.setdefault(" and ".join(sorted(changed)), []).append(name)
+    return panels
+
+
+def recorded_settings(run_dir: str) -> Dict[str, str]:
+    """The settings the run was resolved with (its config.json), {} where it has none."""
+    record = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
+    return {name: entry.get("value", "") for name, entry in record.get("settings", {}).items()}
+
+
+def plot_factors(path: str, curves: Dict[str, Dict[int, float]], title: str,
+                 base_settings: Dict[str, str]) -> None:
+    """One panel per factor (``factor_panels``), the base run in each, named by its values
+    (BASE_SETTINGS, its resolved settings; "base" where they do not say)."""
+    plt = pyplot()
+    base, *others = curves
+    panels = factor_panels(base, others)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.0), sharey=True,
+                             squeeze=False)
+    for ax, (factor, names) in zip(axes[0], panels.items()):
+        keys = factor.split(" and ")
+        for name in [base, *names]:
+            values = {**base_settings, **overrides(name)}
+            label = ", ".join(f"{k}={values.get(k, 'base')}" for k in keys)
+            curve = curves[name]
+            ax.plot(list(curve), list(curve.values()), "o-", markersize=3,
+                    label=label + (" (base)" if name == base else ""))
+        ax.set_title(factor, fontsize=9)
+        ax.set_xlabel("updates")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("validation loss (bits per token)")
+    fig.suptitle(f"{title}: {base}", fontsize=9)
+    save_png(fig, path)
+    plt.close(fig)
+
+
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.curves",
@@ -93,12 +180,22 @@ def main(argv: List[str] = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
     parser.add_argument("--plot", metavar="PNG", help="draw the curves into this PNG")
+    parser.add_argument("--factors", metavar="PNG",
+                        help="one panel per factor changed from the first RUN (Figure 7)")
     parser.add_argument("--title", default="validation loss", help="the plot's title")
     parser.add_argument("--export", metavar="DIR", help="keep each run's records in DIR/<run>/")
     add_force_argument(parser, "an existing PNG or exported file")
     args = parser.parse_args(argv)
-    if not (args.plot or args.export):
-        parser.error("nothing to do: give --plot PNG and/or --export DIR")
+    if not (args.plot or args.export or args.factors):
+        parser.error("nothing to do: give --plot PNG, --factors PNG and/or --export DIR")
+    if args.factors:
+        names = [os.path.basename(os.path.normpath(r)) for r in args.runs]
+        try:
+            factor_panels(names[0], names[1:])
+        except ValueError as error:
+            parser.error(str(error))
+        if len(names) < 2:
+            parser.error("--factors: give the base run, then the runs that change it")
     # the run directories are the inputs: nothing is written into one (DIR/<run> may not be a
     # run itself); every file written is checked before the first is
     inputs = [*args.runs, *(os.path.join(r, name) for r in args.runs
@@ -107,8 +204,9 @@ def main(argv: List[str] = None) -> None:
         target = os.path.join(args.export, os.path.basename(os.path.normpath(run)))
         for _, kept in EXPORTED + ((CURVE_FILE, CURVE_FILE),):
             check_tool_output(os.path.join(target, kept), inputs, args.force, "--export")
-    if args.plot:
-        check_tool_output(args.plot, inputs, args.force, "--plot")
+    for png, option in ((args.plot, "--plot"), (args.factors, "--factors")):
+        if png:
+            check_tool_output(png, inputs, args.force, option)
     try:
         curves = {os.path.basename(os.path.normpath(r)): read_curve(r) for r in args.runs}
     except (OSError, ValueError) as error:
@@ -123,6 +221,9 @@ def main(argv: List[str] = None) -> None:
     if args.plot:
         plot(args.plot, curves, args.title)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if args.factors:
+        plot_factors(args.factors, curves, args.title, recorded_settings(args.runs[0]))
+        print(f"wrote {args.factors}", file=sys.stderr)
 
 
 if __name__ == "__main__":

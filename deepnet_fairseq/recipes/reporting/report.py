@@ -49,7 +49,7 @@ import math
 import os
 import statistics
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List, NamedTuple, Optional
 
 from .. import save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
@@ -60,7 +60,7 @@ from ...storage.fileio import (RecordError, add_force_argument, check_tool_outpu
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
 from ..datasets import DATASETS, METRICS
 from .paper import lookup
-from ..spec.settings import TRAINED, affecting, typed
+from ..spec.settings import TRAINED, affecting, recorded_value
 
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
            "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
@@ -159,11 +159,7 @@ def _apart(rows: List[Dict], unreadable: Optional[List[str]]) -> List[Dict]:
 
 def _value(row: Dict, name: str):
     """The setting NAME of ROW's run as its kind reads it (LR 1e-3 is 0.001), None if unset."""
-    text = row["_settings"].get(name)
-    try:
-        return None if text is None else typed(name, text)
-    except ValueError:  # a value this code no longer takes: compared as text
-        return text
+    return recorded_value(row["_settings"], name)
 
 
 def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
@@ -223,7 +219,15 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     return row
 
 
-def fit_log(points):
+class Fit(NamedTuple):
+    """BLEU = a ln d + b, fitted by least squares over POINTS (d, BLEU) points."""
+    a: float
+    b: float
+    r2: Optional[float]  # the share of the variance explained; None where two points fix it
+    points: int
+
+
+def fit_log(points) -> Optional[Fit]:
     """Least-squares BLEU = A ln d + B over (d, bleu) points; None with fewer than 2 depths."""
     if len({d for d, _ in points}) < 2:
         return None
@@ -231,10 +235,14 @@ def fit_log(points):
     ys = [b for _, b in points]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     a = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return a, my - a * mx
+    b = my - a * mx
+    total = sum((y - my) ** 2 for y in ys)
+    residual = sum((y - (a * x + b)) ** 2 for x, y in zip(xs, ys))
+    r2 = None if len(points) <= 2 else (1 - residual / total if total else 1.0)
+    return Fit(a, b, r2, len(points))
 
 
-def fits(rows: List[Dict]) -> Dict[str, tuple]:
+def fits(rows: List[Dict]) -> Dict[str, Fit]:
     by_label: Dict[str, list] = {}
     for row in rows:
         if row["status"] == "ok" and row["bleu"] != "":
@@ -377,8 +385,10 @@ def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
         fitted = fits(rows)
         if fitted:
             out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
-            for label, (a, b) in sorted(fitted.items()):
-                out.append(f"- {label}: BLEU(d) = {a:.3f} ln d + {b:.3f}")
+            for label, fit in sorted(fitted.items()):
+                out.append(f"- {label}: BLEU(d) = {fit.a:.3f} ln d + {fit.b:.3f}"
+                           + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, "
+                                                         f"{fit.points} points)"))
     else:
         depths = sorted({(r["encoder_layers"], r["decoder_layers"]) for r in rows})
         labels = sorted({r["label"] for r in rows})
@@ -498,7 +508,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     if any(ref.bleu is not None for ref in paper):
         ax.plot([], [], "o", mfc="none", color="grey", label="paper")
     if DATASETS[dataset].multilingual:
-        for label, (a, b) in fits(rows).items():
+        for label, (a, b, _, _) in fits(rows).items():
             ds = sorted({r["layers"] for r in rows if r["label"] == label})
             xs = [ds[0] * (ds[-1] / ds[0]) ** (i / 50) for i in range(51)]
             ax.plot(xs, [a * math.log(x) + b for x in xs], "--", color=colours[label],

@@ -71,6 +71,9 @@ FOLDERS = {
     "wmt17-mini": ("the first real-text sweep, Post-LN, Pre-LN and DeepNet (2026-11-23)", None),
     "depth-transfer": ("the learning rate across depth with CompleteP and Depth-muP, with every "
                        "cell, the plot, Adam's epsilon check and how to go on", None),
+    "multilingual-depth": ("the multilingual depth law in miniature, Table 2 on the shipped "
+                           "Multi30k in four languages through the OPUS-100 recipe: the "
+                           "budget, the depth sweep, the matched-size control", None),
     "figure5": ("Figure 5, the model update at 6L-6L and 100L-100L and its attribution to the "
                 "LayerNorm parameters, with the remedy on real text and generated data",
                 "../docs/findings.md"

@@ -515,6 +515,16 @@ def check_train_args(extra: List[str], own: List[str]) -> None:
             f"fairseq-train would refuse it: {problem}"]))
 
 
+def peak_lr(cfg: Settings) -> str:
+    """fairseq's --lr: LR, or with LR_BASE_LAYERS set, LR moved from that depth to the run's
+    by the rule LR x (LR_BASE_LAYERS / L)^LR_DEPTH_POWER, L the mean layers per side."""
+    base = cfg.int("LR_BASE_LAYERS")
+    if not base:
+        return cfg["LR"]
+    layers = (cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")) / 2
+    return f"{cfg.float('LR') * (base / layers) ** cfg.float('LR_DEPTH_POWER'):.6g}"
+
+
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
                   python: str = sys.executable) -> List[str]:
     """The exact command line of one node's training launch."""
@@ -526,7 +536,7 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
             "--encoder-attention-heads", cfg["HEADS"], "--decoder-embed-dim", cfg["EMBED_DIM"],
             "--decoder-ffn-embed-dim", cfg["FFN_DIM"], "--decoder-attention-heads", cfg["HEADS"],
             "--share-all-embeddings", "--dropout", cfg["DROPOUT"],
-            "--optimizer", "adam", "--adam-betas", cfg["ADAM_BETAS"], "--lr", cfg["LR"],
+            "--optimizer", "adam", "--adam-betas", cfg["ADAM_BETAS"], "--lr", peak_lr(cfg),
             "--lr-scheduler", "inverse_sqrt", "--warmup-updates", cfg["WARMUP"],
             "--warmup-init-lr", cfg["WARMUP_INIT_LR"], "--clip-norm", cfg["CLIP_NORM"],
             "--weight-decay", cfg["WEIGHT_DECAY"],

@@ -34,7 +34,7 @@ from . import runlog
 from .. import write_atomically
 from ..records import read_record, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
-                     method_args, paths, plan_layout, task_args, train_command,
+                     method_args, paths, peak_lr, plan_layout, task_args, train_command,
                      train_environment)
 from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
                              check_run_entry, resolve, run_label, run_name)
@@ -204,6 +204,10 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     command = train_command(cfg, layout, method_args(cfg), task_args(cfg, dry_run))
     log(cfg, "train", f"{name}: {cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L {cfg['METHOD']}, "
                       f"{cfg['EMBED_DIM']}-{cfg['FFN_DIM']}-{cfg['HEADS']}, {layout.summary()}")
+    if cfg.int("LR_BASE_LAYERS"):
+        log(cfg, "train", f"{name}: peak lr {peak_lr(cfg)}, LR={cfg['LR']} moved from "
+                          f"{cfg['LR_BASE_LAYERS']} layers per side by (base / L)^"
+                          f"{cfg['LR_DEPTH_POWER']}")
     if "--fp16-no-flatten-grads" in command and any(o in command for o in PER_TENSOR_OPTIONS):
         log(cfg, "train", f"{cfg['METHOD']} scales some parameters' steps, which needs the "
                           f"optimizer to step each tensor: {layout.precision} with "

@@ -160,6 +160,16 @@ SETTINGS: Dict[str, Setting] = {
     "HEADS": _s("int", "attention heads", bounds=AT_LEAST_ONE, affects=TRAINED),
     # optimisation
     "LR": _s("float", "peak learning rate", bounds=(0, None, False), affects=TRAINED),
+    # docs/methods.md's rule for going deeper with plain DeepNet, as settings so that the
+    # runs of one depth series share LR (one row of the report, one fit of the depth law)
+    "LR_BASE_LAYERS": _s("int", "the depth LR was tuned at, in layers per side: each run's "
+                                "peak rate is LR x (LR_BASE_LAYERS / L)^LR_DEPTH_POWER, L its "
+                                "layers per side (the mean of ENC_LAYERS and DEC_LAYERS); 0 = "
+                                "LR at every depth", "0", bounds=(0, None, True),
+                         affects=TRAINED),
+    "LR_DEPTH_POWER": _s("float", "the exponent of LR_BASE_LAYERS's rule; 2/3 is what plain "
+                                  "DeepNet measured (docs/methods.md)", "0.667",
+                         bounds=(0, None, True), affects=TRAINED),
     # fairseq's inverse_sqrt schedule divides by the warmup
     "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE, affects=TRAINED),
     "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup",
@@ -301,17 +311,23 @@ def affecting(*what: str) -> Tuple[str, ...]:
 
 def changed(names, before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
     """``NAME=<before> before, <now> now`` for each of NAMES whose value differs, compared as
-    its kind reads it (LR 1e-3 is 0.001); an unset one is ``(unset)``."""
-    def value(values, name):
-        if name not in values:
-            return None
-        try:
-            return typed(name, str(values[name]))
-        except ValueError:  # a record edited by hand: its text
-            return str(values[name])
-
+    its kind reads it (LR 1e-3 is 0.001, ``recorded_value``); an unset one is ``(unset)``."""
     return [f"{name}={before.get(name, '(unset)')} before, {now.get(name, '(unset)')} now"
-            for name in names if value(before, name) != value(now, name)]
+            for name in names if recorded_value(before, name) != recorded_value(now, name)]
+
+
+def recorded_value(values: Mapping[str, str], name: str):
+    """Setting NAME of a record's resolved VALUES as its kind reads it (LR 1e-3 is 0.001).
+    Resolving fills every default, so a name a record lacks did not exist when it was made:
+    it ran as the setting's default (None where there is none); a value edited by hand that
+    its kind no longer reads is compared as its text."""
+    text = values.get(name, SETTINGS[name].default if name in SETTINGS else None)
+    if text is None:
+        return None
+    try:
+        return typed(name, str(text))
+    except ValueError:
+        return str(text)
 
 
 @dataclass

@@ -1,0 +1,230 @@
+"""The depth law of a multilingual sweep: the paper's Table 2 and Figure 8 in miniature.
+
+    python -m deepnet_fairseq.recipes.reporting.depth_law RUNS --out DIR [--force]
+
+RUNS is a directory of run directories of a multilingual recipe (``WORK/runs``, or what
+``recipes.reporting.curves --export`` kept of them). Written into DIR:
+
+* ``depth_law.md``: every run with what it cost and what it scored, as Table 2 (layers, width,
+  non-embedding parameters, training FLOPs, training hours, BLEU X->En, En->X and their
+  average); the fit BLEU = A ln d + B (d: layers in all) of each series with two depths or
+  more, with R^2, beside the same fit of the paper's Table 2 rows;
+* ``depth_law.csv``: the rows, as the table;
+* ``depth_law.png``: average BLEU against depth, this study's series and fits beside the
+  paper's.
+
+A series is a row label of the sweep's report (``report.collect``: the method, and the settings
+that tell its runs apart), so the runs of a depth sweep that share their settings, the rule
+``LR_BASE_LAYERS`` that moves the learning rate with depth included, are one series; a run
+that differs in another setting (a wider shallow model, a second learning rate) is a series of
+its own, and a point of the plot.
+
+Size and cost, so that a shallow-and-wide control can be matched to a deep model:
+
+* non-embedding parameters: the attention, feed-forward and LayerNorm weights of every layer
+  of a Post-LN Transformer of that width (``layer_parameters``; a method's few extra scalars
+  or a final LayerNorm are left out);
+* training FLOPs: the usual 6 x parameters x tokens, with the shared output projection
+  (width x vocabulary) counted as a parameter that every target token uses, and the tokens
+  TOKENS_PER_UPDATE x updates (a bound: batches are filled to under the limit, and padding
+  counts); attention's length-squared term is left out (sentences of some 15 pieces);
+* training hours: fairseq's ``train_wall`` over the run's logged intervals, each once
+  (``fairseq_log.train_seconds``), on whatever machine ran it.
+"""
+
+import argparse
+import csv
+import io
+import math
+import os
+import sys
+from typing import Dict, List
+
+from .. import save_png, write_atomically
+from ...plotting import pyplot
+from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
+                                one_line_os_errors)
+from ..datasets import DATASETS
+from ..records import read_record
+from . import report
+from .report import Fit, fit_log, fits
+from .curves import training_seconds
+
+WRITTEN = ("depth_law.md", "depth_law.csv", "depth_law.png")
+FIELDS = ["run", "label", "method", "encoder_layers", "decoder_layers", "layers", "width",
+          "peak_lr", "params_m", "train_pflops", "train_hours", "num_updates", "status",
+          "x_en", "en_x", "avg", "distinct_share"]
+
+
+def layer_parameters(width: int, ffn: int, encoder_layers: int, decoder_layers: int) -> int:
+    """Non-embedding parameters of a Post-LN Transformer encoder-decoder: per encoder layer
+    self-attention (4 projections with biases), the feed-forward block and two LayerNorms; per
+    decoder layer also encoder attention and a third LayerNorm."""
+    attention = 4 * (width * width + width)
+    feed_forward = 2 * width * ffn + ffn + width
+    layer_norm = 2 * width
+    encoder = attention + feed_forward + 2 * layer_norm
+    decoder = 2 * attention + feed_forward + 3 * layer_norm
+    return encoder_layers * encoder + decoder_layers * decoder
+
+
+def _setting(config: Dict, name: str) -> str:
+    return config.get("settings", {}).get(name, {}).get("value", "")
+
+
+def _peak_lr(config: Dict) -> str:
+    """The --lr the run was launched with (LR, moved by LR_BASE_LAYERS where set)."""
+    command = config.get("command") or []
+    return command[command.index("--lr") + 1] if "--lr" in command[:-1] else ""
+
+
+def size_and_cost(row: Dict, run_dir: str) -> Dict:
+    """ROW's width, peak lr, parameters, training FLOPs and hours, from its records."""
+    config = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
+    out = {"width": "", "peak_lr": _peak_lr(config), "params_m": "", "train_pflops": "",
+           "train_hours": ""}
+    try:
+        width, ffn = int(_setting(config, "EMBED_DIM")), int(_setting(config, "FFN_DIM"))
+    except ValueError:  # a record without the model's width: no size to give
+        return out
+    params = layer_parameters(width, ffn, row["encoder_layers"], row["decoder_layers"])
+    out.update(width=width, params_m=round(params / 1e6, 3))
+    try:
+        tokens = int(_setting(config, "TOKENS_PER_UPDATE")) * int(row["num_updates"])
+        vocab = int(_setting(config, "VOCAB"))
+        out["train_pflops"] = round(6 * (params + width * vocab) * tokens / 1e15, 4)
+    except (TypeError, ValueError):
+        pass
+    seconds = training_seconds(run_dir)
+    if seconds:
+        out["train_hours"] = round(seconds[max(seconds)] / 3600, 3)
+    return out
+
+
+def rows_of(runs_dir: str, dataset: str) -> List[Dict]:
+    unreadable: List[str] = []
+    rows = []
+    for row in report.collect(dataset, runs_dir, unreadable):
+        row = {**row, **size_and_cost(row, os.path.join(runs_dir, row["run"]))}
+        ok = row["status"] == "ok"
+        row.update(avg=row["bleu"] if ok else "", x_en=row["x_en"] if ok else "",
+                   en_x=row["en_x"] if ok else "")
+        rows.append(row)
+    return sorted(rows, key=lambda r: (r["label"], r["layers"], r["run"]))
+
+
+def paper_fits(dataset: str) -> Dict[str, Fit]:
+    """The same fit of the paper's rows, per method of its table (baseline, DeepNet)."""
+    points: Dict[str, list] = {}
+    for ref in DATASETS[dataset].paper:
+        if ref.bleu is not None:
+            points.setdefault(ref.method or "paper", []).append(
+                (ref.encoder_layers + ref.decoder_layers, ref.bleu))
+    return {method: fit for method, pts in points.items() if (fit := fit_log(pts))}
+
+
+def _fit_text(fit: Fit) -> str:
+    r2 = "2 points: exact" if fit.r2 is None else f"{fit.r2:.3f}"
+    return f"{fit.a:.2f} | {fit.b:.2f} | {r2} | {fit.points}"
+
+
+def _cell(value, spec: str = "") -> str:
+    return "" if value in ("", None) else format(value, spec)
+
+
+def markdown(dataset: str, rows: List[Dict]) -> str:
+    out = [f"# {dataset}: BLEU by depth, size and cost\n",
+           "Average BLEU over the directions (detokenised sacreBLEU), as the paper's Table 2; "
+           "parameters without embeddings; FLOPs and hours of training (the module's docstring "
+           "says how they are counted).\n",
+           "| series | layers | width | peak lr | params (M) | train PFLOPs | train h | updates "
+           "| X->En | En->X | Avg | status |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['label']} | {r['encoder_layers']}L-{r['decoder_layers']}L "
+                   f"| {r['width']} | {r['peak_lr']} | {_cell(r['params_m'], '.2f')} "
+                   f"| {_cell(r['train_pflops'], '.3f')} | {_cell(r['train_hours'], '.2f')} "
+                   f"| {r['num_updates']} | {r['x_en']} | {r['en_x']} | {r['avg']} "
+                   f"| {r['status']} |")
+    out += ["\nThe depth law, BLEU = A ln d + B (d: layers in all), fitted by least squares:\n",
+            "| series | A | B | R^2 | points |", "|---|---|---|---|---|"]
+    out += [f"| {label} | {_fit_text(fit)} |" for label, fit in sorted(fits(rows).items())]
+    out += [f"| paper: {method} | {_fit_text(fit)} |"
+            for method, fit in sorted(paper_fits(dataset).items())]
+    if DATASETS[dataset].paper:
+        out.append("\nThe paper's rows (Table 2, average BLEU over its directions):\n")
+        out += [f"- {ref.label}, {ref.encoder_layers}L-{ref.decoder_layers}L: {ref.bleu}"
+                for ref in DATASETS[dataset].paper]
+    return "\n".join(out) + "\n"
+
+
+def plot(path: str, dataset: str, rows: List[Dict]) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    ours, paper = axes
+    fitted = fits(rows)
+    for label in sorted({r["label"] for r in rows}):
+        pts = sorted((r["layers"], float(r["avg"])) for r in rows
+                     if r["label"] == label and r["status"] == "ok" and r["avg"] != "")
+        if not pts:
+            continue
+        line, = ours.plot(*zip(*pts), "o", label=label)
+        if label in fitted:
+            _draw_fit(ours, fitted[label], pts, line.get_color())
+    refs = [r for r in DATASETS[dataset].paper if r.bleu is not None]
+    for method, fit in sorted(paper_fits(dataset).items()):
+        pts = sorted((r.encoder_layers + r.decoder_layers, r.bleu) for r in refs
+                     if (r.method or "paper") == method)
+        line, = paper.plot(*zip(*pts), "s", label=f"paper: {method}")
+        _draw_fit(paper, fit, pts, line.get_color())
+    depths = ({r["layers"] for r in rows}, {r.encoder_layers + r.decoder_layers for r in refs})
+    for ax, title, shown in ((ours, "this study", depths[0]),
+                             (paper, "the paper (Table 2, OPUS-100)", depths[1])):
+        report.depth_axis(ax, sorted(shown))
+        ax.set_xlabel("layers (encoder + decoder)")
+        ax.set_ylabel("average BLEU")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    save_png(fig, path)
+    plt.close(fig)
+
+
+def _draw_fit(ax, fit: Fit, pts, colour) -> None:
+    lo, hi = pts[0][0], pts[-1][0]
+    xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+    r2 = "" if fit.r2 is None else f", R^2 {fit.r2:.2f}"
+    ax.plot(xs, [fit.a * math.log(x) + fit.b for x in xs], "--", color=colour,
+            label=f"{fit.a:.2f} ln d + {fit.b:.2f}{r2}")
+
+
+@one_line_os_errors
+def main(argv: List[str] = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.depth_law",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", metavar="RUNS", help="directory of run directories")
+    parser.add_argument("--out", required=True, help="directory to write the report into")
+    multilingual = [name for name, declared in DATASETS.items() if declared.multilingual]
+    parser.add_argument("--dataset", default=multilingual[0], choices=multilingual,
+                        help=f"the multilingual dataset the runs trained on [{multilingual[0]}]")
+    add_force_argument(parser, "the report's existing files in --out")
+    args = parser.parse_args(argv)
+    check_tool_output(args.out, [args.runs], args.force, "--out", files=WRITTEN)
+    rows = rows_of(args.runs, args.dataset)
+    if not rows:
+        parser.error(f"no run with a status under {args.runs}")
+    ensure_directory(args.out)
+    table = io.StringIO()
+    writer = csv.DictWriter(table, FIELDS, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(os.path.join(args.out, "depth_law.csv"), table.getvalue())
+    write_atomically(os.path.join(args.out, "depth_law.md"), markdown(args.dataset, rows))
+    plot(os.path.join(args.out, "depth_law.png"), args.dataset, rows)
+    print(f"{len(rows)} runs; wrote {', '.join(WRITTEN)} into {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
