@@ -145,6 +145,8 @@ DOC_COMMANDS = [
      "tests/integration/test_configs.py::test_saved_settings_resolve_the_same_from_the_file"),
     (r"python -m deepnet_fairseq\.recipes\.reporting\.lr_transfer( .*)?",
      "tests/unit/test_lr_transfer.py::test_optimum_and_drift_per_depth"),
+    (r"python -m deepnet_fairseq\.recipes\.reporting\.depth_law( .*)?",
+     "tests/slow/test_recipe_chains.py::test_opus100_chain_and_log_fit"),
     (r"python -m deepnet_fairseq\.recipes\.reporting\.report --dataset wmt17 .*",
      "tests/unit/test_recipe_reports.py::test_runs_at_the_source_blind_loss_are_marked_stalled"),
     (r"python -m deepnet_fairseq\.recipes\.spec\.presets > docs/presets\.md",

@@ -23,7 +23,7 @@ import pytest
 
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes.reporting import curves
-from support import REPO, process_alive, process_cmdline
+from support import REPO, process_alive, process_cmdline, read_csv
 
 
 MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
@@ -242,7 +242,9 @@ def test_opus100_chain_and_log_fit(tmp_path):
     recipe("opus100", "prepare", tmp_path, **small)
     pairs = open(tmp_path / "data" / "bin" / "lang_pairs.txt").read().strip().split(",")
     assert sorted(pairs) == ["cs-en", "de-en", "en-cs", "en-de", "en-fr", "fr-en"]
-    recipe("opus100", "sweep", tmp_path, METHODS="deepnet", DEPTHS="1 2", **small)
+    # the learning rate moved from 1L by the depth rule: 2L trains at LR x (1/2)^(2/3)
+    recipe("opus100", "sweep", tmp_path, METHODS="deepnet", DEPTHS="1 2", LR="1e-3",
+           LR_BASE_LAYERS="1", LR_DEPTH_POWER="0.667", LOG_INTERVAL="2", **small)
     rows, table = results(tmp_path)
     assert set(rows) == {"deepnet-1L-1L", "deepnet-2L-2L"}
     for row in rows.values():
@@ -253,6 +255,14 @@ def test_opus100_chain_and_log_fit(tmp_path):
         assert float(row["x_en"]) >= 0 and float(row["en_x"]) >= 0
     assert "| model | layers | X->En | En->X | Avg |" in table
     assert "deepnet: BLEU(d) =" in table and "DeepNet 1000L 500L-500L: 32.1" in table
+    # the depth law's report over the same runs: size, cost and the fits beside the paper's
+    subprocess.run([sys.executable, "-m", "deepnet_fairseq.recipes.reporting.depth_law",
+                    str(tmp_path / "runs"), "--out", str(tmp_path / "law")], check=True)
+    law = {r["run"]: r for r in read_csv(tmp_path / "law" / "depth_law.csv")}
+    assert float(law["deepnet-2L-2L"]["peak_lr"]) == pytest.approx(1e-3 * 0.5 ** 0.667, rel=1e-4)
+    assert float(law["deepnet-1L-1L"]["peak_lr"]) == pytest.approx(1e-3)
+    assert all(float(r["train_hours"]) >= 0 and float(r["params_m"]) > 0 for r in law.values())
+    assert "| paper: ds_init |" in (tmp_path / "law" / "depth_law.md").read_text()
 
 
 def test_iwslt14_chain(tmp_path):
