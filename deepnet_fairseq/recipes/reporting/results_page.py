@@ -74,6 +74,8 @@ FOLDERS = {
     "multilingual-depth": ("the multilingual depth law in miniature, Table 2 on the shipped "
                            "Multi30k in four languages through the OPUS-100 recipe: the "
                            "budget, the depth sweep, the matched-size control", None),
+    "figure7": ("Figure 7 on real text: an 18L-18L DeepNet with the learning rate, the tokens "
+                "per update and the width changed one at a time", None),
     "figure5": ("Figure 5, the model update at 6L-6L and 100L-100L and its attribution to the "
                 "LayerNorm parameters, with the remedy on real text and generated data",
                 "../docs/findings.md"
