@@ -59,12 +59,13 @@ def register() -> None:
     load_fairseq_checkpoints_weights_only()
 
 
-def load(checkpoint: str, data=None, sentencepiece_model=None, **overrides):
+def load(checkpoint: str, data=None, sentencepiece_model=None, pieces=False, **overrides):
     """fairseq's hub interface for a checkpoint of this plugin: ``load(path).translate(text)``
-    (``hub.load``: the data directory and the sentencepiece model found from the checkpoint)."""
+    (``hub.load``: what it takes and refuses; the data directory and the sentencepiece model
+    found from the checkpoint)."""
     from .hub import load as hub_load
 
-    return hub_load(checkpoint, data, sentencepiece_model, **overrides)
+    return hub_load(checkpoint, data, sentencepiece_model, pieces, **overrides)
 
 
 if "fairseq" in sys.modules:  # loaded as fairseq's --user-dir, or after fairseq

@@ -263,6 +263,16 @@ def test_opus100_chain_and_log_fit(tmp_path):
     assert float(law["deepnet-1L-1L"]["peak_lr"]) == pytest.approx(1e-3)
     assert all(float(r["train_hours"]) >= 0 and float(r["params_m"]) > 0 for r in law.values())
     assert "| paper: ds_init |" in (tmp_path / "law" / "depth_law.md").read_text()
+    # the Python API on a multilingual checkpoint: a direction named, its language token gone
+    import deepnet_fairseq
+    from deepnet_fairseq.hub import LoadError
+
+    checkpoint = str(tmp_path / "runs" / "deepnet-2L-2L" / "checkpoints" / "checkpoint_last.pt")
+    with pytest.raises(LoadError, match="multilingual model: pass source_lang= and target_lang="):
+        deepnet_fairseq.load(checkpoint)
+    model = deepnet_fairseq.load(checkpoint, source_lang="en", target_lang="de")
+    translation = model.translate("A man in an orange hat.", beam=2)
+    assert isinstance(translation, str) and "__de__" not in translation
 
 
 def test_iwslt14_chain(tmp_path):
