@@ -152,3 +152,18 @@ def test_figure_7s_panels_are_the_settings_each_run_changes_from_the_base(tmp_pa
                      str(tmp_path / base), "--factors", str(tmp_path / "g.png")])
     assert "is not deepnet-18L-18L with some settings changed" in capsys.readouterr().err
     assert not (tmp_path / "g.png").exists()
+
+
+def test_curves_against_tokens_scale_each_run_by_its_own_batch(tmp_path, capsys):
+    for name, tokens in (("small", 1024), ("large", 4096)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "valid_loss.csv").write_text("num_updates,valid_loss_bits\n200,8\n")
+        (tmp_path / name / "status.json").write_text(json.dumps({"tokens_per_update": tokens}))
+    assert [curves.tokens_per_update(str(tmp_path / n)) for n in ("small", "large")] == [1024, 4096]
+    curves.main([str(tmp_path / "small"), str(tmp_path / "large"), "--tokens",
+                 "--plot", str(tmp_path / "t.png")])
+    assert_png(tmp_path / "t.png")
+    (tmp_path / "large" / "status.json").write_text("{}")  # a run that does not record it
+    with pytest.raises(SystemExit):
+        curves.main([str(tmp_path / "large"), "--tokens", "--plot", str(tmp_path / "u.png")])
+    assert "does not record its tokens per update" in capsys.readouterr().err

@@ -106,13 +106,28 @@ def export(run_dir: str, out_dir: str) -> str:
     return target
 
 
-def plot(path: str, curves: Dict[str, Dict[int, float]], title: str) -> None:
+def tokens_per_update(run_dir: str) -> int:
+    """The run's tokens per update, as its status.json records it (ValueError where it does
+    not: a run trained before it was recorded)."""
+    status = read_record(os.path.join(run_dir, "status.json"), "status") or {}
+    if not isinstance(status.get("tokens_per_update"), int):
+        raise ValueError(f"{run_dir}: its status.json does not record its tokens per update, "
+                         "which --tokens needs")
+    return status["tokens_per_update"]
+
+
+def plot(path: str, curves: Dict[str, Dict[int, float]], title: str,
+         tokens: Optional[Dict[str, int]] = None) -> None:
+    """Validation loss against updates, or with TOKENS (each run's tokens per update) against
+    the tokens trained on, which compares runs of other batch sizes."""
     plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, curve in curves.items():
-        ax.plot(list(curve), list(curve.values()), "o-", markersize=3, label=name)
-    ax.set_xlabel("updates")
+        scale = tokens[name] / 1e6 if tokens else 1
+        ax.plot([n * scale for n in curve], list(curve.values()), "o-", markersize=3,
+                label=name)
+    ax.set_xlabel("tokens trained on (millions)" if tokens else "updates")
     ax.set_ylabel("validation loss (bits per token)")
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
@@ -182,6 +197,9 @@ def main(argv: List[str] = None) -> None:
     parser.add_argument("--plot", metavar="PNG", help="draw the curves into this PNG")
     parser.add_argument("--factors", metavar="PNG",
                         help="one panel per factor changed from the first RUN (Figure 7)")
+    parser.add_argument("--tokens", action="store_true",
+                        help="--plot against the tokens trained on (updates x each run's tokens "
+                             "per update), not updates: runs of other batch sizes side by side")
     parser.add_argument("--title", default="validation loss", help="the plot's title")
     parser.add_argument("--export", metavar="DIR", help="keep each run's records in DIR/<run>/")
     add_force_argument(parser, "an existing PNG or exported file")
@@ -209,6 +227,8 @@ def main(argv: List[str] = None) -> None:
             check_tool_output(png, inputs, args.force, option)
     try:
         curves = {os.path.basename(os.path.normpath(r)): read_curve(r) for r in args.runs}
+        tokens = {os.path.basename(os.path.normpath(r)): tokens_per_update(r)
+                  for r in args.runs} if args.tokens else None
     except (OSError, ValueError) as error:
         parser.error(str(error))
     for name, curve in curves.items():
@@ -219,7 +239,7 @@ def main(argv: List[str] = None) -> None:
         for run in args.runs:
             print(f"wrote {export(run, args.export)}", file=sys.stderr)
     if args.plot:
-        plot(args.plot, curves, args.title)
+        plot(args.plot, curves, args.title, tokens)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.factors:
         plot_factors(args.factors, curves, args.title, recorded_settings(args.runs[0]))
