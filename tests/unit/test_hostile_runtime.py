@@ -395,11 +395,39 @@ def test_every_data_setting_changed_is_refused_by_prepare(tmp_path, name):
     cfg = _prepare_cfg(work)
     settings = cfg.as_json()
     settings[name] = {"value": _other_value(name, cfg.get(name)), "from": "an earlier run"}
+    if name == "LOCAL_DIR":  # a directory of the user's (the shipped corpus's is no difference)
+        settings["SOURCE"] = {"value": "local", "from": "an earlier run"}
     write_record(os.path.join(data, "config.json"), "data-config",
                  {"step": "prepare", "dataset": "wmt17", "settings": settings})
     workdir.make_dirs(os.path.join(data, "raw"))
     open(os.path.join(data, "raw", ".done"), "w").close()
     assert f"{name}={settings[name]['value']} before" in prepare.prepared_otherwise(cfg, data)
+
+
+def test_the_shipped_corpus_is_the_same_data_wherever_the_package_is(tmp_path):
+    """SOURCE=multi30k derives LOCAL_DIR from the package's folder: data prepared, or a run
+    trained, from another checkout or worktree of the package is the same data (a study run
+    from two worktrees at two commits shares one DEEPNET_WORK), and a user's own LOCAL_DIR
+    still is compared."""
+    from deepnet_fairseq.recipes.data import prepare
+
+    work = tmp_path / "work"
+    data = workdir.make_dirs(str(work / "data"))
+    cfg = _prepare_cfg(work)
+    settings = cfg.as_json()
+    settings["LOCAL_DIR"] = {"value": "/elsewhere/deepnet_fairseq/corpora/multi30k",
+                             "from": "derived: SOURCE=multi30k"}
+    write_record(os.path.join(data, "config.json"), "data-config",
+                 {"step": "prepare", "dataset": "wmt17", "settings": settings})
+    workdir.make_dirs(os.path.join(data, "raw"))
+    open(os.path.join(data, "raw", ".done"), "w").close()
+    assert prepare.prepared_otherwise(cfg, data) is None
+    run = workdir.make_dirs(str(work / "runs" / cfg["RUN_NAME"]))
+    write_record(os.path.join(run, "config.json"), "run-config",
+                 {"step": "train", "dataset": "wmt17", "settings": settings})
+    assert runner.trained_otherwise(cfg, run) is None
+    local = _prepare_cfg(work, SOURCE="local", LOCAL_DIR=str(tmp_path))
+    assert "LOCAL_DIR=/elsewhere" in prepare.prepared_otherwise(local, data)
 
 
 def _tree(path):
@@ -420,6 +448,8 @@ def test_every_data_setting_changed_is_refused_by_train_evaluate_and_the_sweep(
     settings = cfg.as_json()
     other = _other_value(name, cfg.get(name))
     settings[name] = {"value": other, "from": "an earlier prepare"}
+    if name == "LOCAL_DIR":  # a directory of the user's (the shipped corpus's is no difference)
+        settings["SOURCE"] = {"value": "local", "from": "an earlier prepare"}
     write_record(str(work / "data" / "config.json"), "data-config",
                  {"step": "prepare", "dataset": "wmt17", "settings": settings})
     before = _tree(work)
@@ -481,7 +511,9 @@ def test_a_run_is_resumed_only_with_the_settings_it_trained_with(tmp_path, name)
     trained before refused (named, both values); the others (log interval, layout, length:
     a longer MAX_UPDATE trains further on the same schedule) may change."""
     work = prepared_work(tmp_path)
-    cfg = _prepare_cfg(work, LAYERS="1")
+    # a directory of the user's (the shipped corpus's is no difference: the test above)
+    cfg = _prepare_cfg(work, LAYERS="1", **({"SOURCE": "local", "LOCAL_DIR": str(tmp_path)}
+                                           if name == "LOCAL_DIR" else {}))
     run_dir = workdir.make_dirs(str(work / "runs" / "deepnet-1L-1L"))
     _run_record(run_dir, cfg)
     assert runner.trained_otherwise(cfg, run_dir) is None
