@@ -8,6 +8,7 @@ import unicodedata
 import pytest
 
 from deepnet_fairseq.recipes.data import clean
+from deepnet_fairseq.recipes.data.clean import dropped
 from deepnet_fairseq.recipes.evaluation import score
 
 
@@ -183,3 +184,22 @@ def test_perfect_hypotheses_score_100_on_bom_nfd_and_crlf_references(tmp_path, t
     assert result["sacrebleu"] == 100.0
     if tokenized:
         assert result["tok_bleu"] == 100.0
+
+
+# every character that cleaning removes from what the model reads (clean.dropped), but the line
+# end itself: found by scanning the code points, not listed by hand
+DROPPED = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF and chr(c) != "\n"
+           and dropped(chr(c))]
+
+
+@pytest.mark.parametrize("ch", DROPPED, ids=lambda ch: f"U+{ord(ch):04X}")
+def test_a_character_cleaning_removes_costs_no_bleu_inside_a_reference(tmp_path, ch):
+    """A NUL or ESC inside a reference stayed in it while cleaning removed it from the model's
+    side: perfect translations scored 99.58. References are read as the hypotheses are."""
+    ref = tmp_path / "ref.de"
+    ref.write_text(f"Ein Hund{ch} läuft durch den Schnee .\nZwei {ch}Männer arbeiten{ch} .\n",
+                   encoding="utf-8")
+    gen = generate_output(tmp_path / "gen.txt", ["Ein Hund läuft durch den Schnee .",
+                                                 "Zwei Männer arbeiten ."])
+    result = score.score_direction(gen, str(ref), "de", tokenized=False, compound_split=False)
+    assert result["sacrebleu"] == 100.0

@@ -38,18 +38,20 @@ from sacremoses import MosesTokenizer
 
 from ..records import write_record
 from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
-from ..data.clean import normaliser, read_lines
+from ..data.clean import dropped, normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
 def as_decoded(line: str) -> str:
     """Text as the model's output reaches the scorer: Unicode NFKC (sentencepiece's
-    normalisation, ``spm.NORMALIZATION``, which every hypothesis went through), no byte-order
-    mark, no carriage return (no translation can contain one). Applied to both sides, so that a
-    reference saved as NFD (macOS), with a BOM or with CRLF line ends is compared as the text
-    it is, not as its bytes."""
-    return unicodedata.normalize("NFKC", line.replace("\ufeff", "").replace("\r", ""))
+    normalisation, ``spm.NORMALIZATION``, which every hypothesis went through), without the
+    characters cleaning removes from every line the model reads or learns from
+    (``clean.dropped``: control characters such as NUL, ESC or CR, the byte-order mark), which
+    no translation can contain. Applied to both sides, so that a reference saved as NFD
+    (macOS), with a BOM, CRLF line ends or a stray control character is compared as the text it
+    is, not as its bytes: a perfect translation scores 100."""
+    return unicodedata.normalize("NFKC", "".join(ch for ch in line if not dropped(ch)))
 
 
 def references(path: str) -> List[str]:
