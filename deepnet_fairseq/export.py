@@ -268,6 +268,12 @@ def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Opt
     if unsupported:
         raise ExportError(f"CTranslate2's converter ignores {', '.join(unsupported)}: its model "
                           f"would not compute what this one does; use the --output checkpoint")
+    if sentencepiece_model:  # copied beside the model: the one its dictionaries were made with
+        from .hf_export import check_sentencepiece, languages
+
+        for lang in dict.fromkeys(languages(task_cfg, data)):
+            if os.path.isfile(os.path.join(data, f"dict.{lang}.txt")):
+                check_sentencepiece(sentencepiece_model, os.path.join(data, f"dict.{lang}.txt"))
     with scratch_directory() as scratch, directory_published(output_dir, "ctranslate2-",
                                                                      inputs) as built:
         checkpoint = os.path.join(scratch, "exported.pt")

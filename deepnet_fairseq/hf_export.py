@@ -278,20 +278,13 @@ def check(exported: Dict) -> None:
 
 
 def check_sentencepiece(spm: str, dictionary: str) -> None:
-    """Refuse a sentencepiece model that cannot be read, or that shares no piece with the
-    model's dictionary (then it is not the model's: every piece would be <unk>)."""
-    import sentencepiece
+    """Refuse a sentencepiece model that is not the one the model's dictionary was made with
+    (``spm.mismatch``: unreadable, or a token of the dictionary that is not one of its pieces)."""
+    from .spm import mismatch
 
-    try:
-        processor = sentencepiece.SentencePieceProcessor(model_file=spm)
-    except (OSError, RuntimeError) as err:
-        raise ExportError(f"cannot read the sentencepiece model {spm}: "
-                          f"{str(err).splitlines()[0] if str(err) else type(err).__name__}")
-    pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
-    entries = set(dictionary_vocab(dictionary)) - {"<s>", "<pad>", "</s>", "<unk>"}
-    if entries and not entries & pieces:
-        raise ExportError(f"no entry of {dictionary} is a piece of the sentencepiece model "
-                          f"{spm}: it is not the model's; pass the one it was trained with "
+    problem = mismatch(spm, dictionary_vocab(dictionary))
+    if problem:
+        raise ExportError(f"{dictionary}: {problem}; pass the one it was trained with "
                           f"(--sentencepiece-model)")
 
 
@@ -308,7 +301,8 @@ def convert(exported: Dict, data: str, sentencepiece_model: Optional[str] = None
             if not os.path.isfile(path):
                 raise ExportError(f"{path} does not exist: the tokenizer is built from it; pass "
                                   f"--data DIR, the fairseq-preprocess output")
-        check_sentencepiece(sentencepiece_model, dictionaries[0])
+        for path in dict.fromkeys(dictionaries):  # one joined dictionary, or each side's
+            check_sentencepiece(sentencepiece_model, path)
     config = FSMTConfig(**fsmt_config(model_cfg, exported["model"], langs))
     generation = GenerationConfig(
         decoder_start_token_id=2, bos_token_id=0, eos_token_id=2, pad_token_id=1,

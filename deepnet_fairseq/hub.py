@@ -42,9 +42,6 @@ import re
 import stat
 from typing import Optional, Sequence
 
-# fairseq's own entries of a dictionary, which no sentencepiece model holds: its four specials,
-# the language tokens of a multilingual task (__de__), the fillers of --padding-factor
-_NOT_A_PIECE = re.compile(r"^(<s>|<pad>|</s>|<unk>|__[\w-]+__|madeupword\d+)$")
 _LANGUAGE_TOKEN = re.compile(r"^__[\w-]+__$")
 MULTILINGUAL_TASK = "translation_multi_simple_epoch"
 
@@ -118,26 +115,16 @@ def check_dictionaries(state: dict, data: str, trained: Optional[str]) -> None:
 
 
 def check_pieces(sentencepiece_model: str, dictionary: str) -> None:
-    """Every token of DICTIONARY (a dict.*.txt) but fairseq's own entries is a piece of the
-    sentencepiece model, as when the dictionary was made from its output (``LoadError`` if
-    not: text cut by another model's pieces would be binarised into other tokens)."""
-    import sentencepiece
-
+    """The sentencepiece model is the one DICTIONARY (a dict.*.txt) was made with
+    (``spm.mismatch``), or ``LoadError``."""
     from fairseq.data import Dictionary
 
-    try:
-        processor = sentencepiece.SentencePieceProcessor(model_file=sentencepiece_model)
-    except (OSError, RuntimeError) as err:
-        raise LoadError(f"{sentencepiece_model} is not a sentencepiece model ({err}): pass "
-                        "sentencepiece_model=PATH, the model the training text was cut "
-                        "with") from None
-    pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
-    for token in Dictionary.load(dictionary).symbols:
-        if not _NOT_A_PIECE.match(token) and token not in pieces:
-            raise LoadError(f"{dictionary} holds {token!r}, which is not a piece of "
-                            f"{sentencepiece_model}: the text would be cut into other pieces "
-                            "than the model was trained on; pass sentencepiece_model=PATH, the "
-                            "model the training text was cut with")
+    from .spm import mismatch
+
+    problem = mismatch(sentencepiece_model, Dictionary.load(dictionary).symbols)
+    if problem:
+        raise LoadError(f"{dictionary}: {problem}; pass sentencepiece_model=PATH, the model "
+                        "the training text was cut with")
 
 
 def load(checkpoint: str, data: Optional[str] = None, sentencepiece_model: Optional[str] = None,

@@ -17,6 +17,30 @@ from .storage.fileio import (add_force_argument, check_output, check_tool_output
                              move, one_line_os_errors, temporary_beside)
 
 
+# entries of a fairseq dictionary that no sentencepiece model holds: fairseq's four specials,
+# the language tokens of a multilingual task (__de__), the fillers of --padding-factor
+_NOT_A_PIECE = re.compile(r"^(<s>|<pad>|</s>|<unk>|__[\w-]+__|madeupword\d+)$")
+
+
+def mismatch(model: str, tokens) -> "str | None":
+    """Why the sentencepiece MODEL is not the one a dictionary of TOKENS was made with, or None:
+    it cannot be read, or one of the tokens (fairseq's own entries aside) is not one of its
+    pieces, as it is whenever the dictionary was made from its output. Every door that pairs a
+    sentencepiece model with a model's dictionary asks this (the Python API, both exports):
+    text cut by another model's pieces would be binarised into other tokens, silently."""
+    try:
+        processor = sentencepiece.SentencePieceProcessor(model_file=model)
+    except (OSError, RuntimeError) as err:
+        return (f"{model} is not a sentencepiece model "
+                f"({str(err).splitlines()[0] if str(err) else type(err).__name__})")
+    pieces = {processor.id_to_piece(i) for i in range(processor.get_piece_size())}
+    for token in tokens:
+        if not _NOT_A_PIECE.match(token) and token not in pieces:
+            return (f"the dictionary holds {token!r}, which is not a piece of {model}: text "
+                    "would be cut into other pieces than the model was trained on")
+    return None
+
+
 class TrainingError(RuntimeError):
     """Sentencepiece cannot train on these inputs (the message says what to change)."""
 

@@ -131,6 +131,18 @@ def test_a_sentencepiece_model_whose_pieces_are_not_the_dictionarys_is_refused(
     (tmp_path / "junk.model").write_text("junk")
     with pytest.raises(LoadError, match="is not a sentencepiece model"):
         check_pieces(str(tmp_path / "junk.model"), dictionary)
+    # the other doors that pair a sentencepiece model with the model's dictionary ask the same
+    # (spm.mismatch): the transformers export (which took any model sharing one piece) and the
+    # CTranslate2 export, which copies it beside the converted model
+    from deepnet_fairseq import export, hf_export
+
+    hf_export.check_sentencepiece(matching, dictionary)
+    with pytest.raises(export.ExportError, match="which is not a piece of"):
+        hf_export.check_sentencepiece(other, dictionary)
+    with pytest.raises(export.ExportError, match="which is not a piece of"):
+        export.to_ctranslate2(export.export(trained), str(toy_data), str(tmp_path / "ct2"),
+                              None, other)
+    assert not (tmp_path / "ct2").exists()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
