@@ -21,6 +21,7 @@ fairseq-train's validation records: loss in bits and update count) or a director
 """
 
 import argparse
+import bisect
 import csv
 import io
 import os
@@ -29,8 +30,6 @@ from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
 from ..records import read_record
-import bisect
-
 from ...fairseq_log import train_seconds, valid_curve
 from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,
