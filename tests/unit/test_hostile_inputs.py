@@ -190,3 +190,55 @@ def test_distinct_aligned_text_is_prepared_as_before(tmp_path):
     assert (out / "train.de-en.de").read_text() == "".join(
         f"train de  {i}\n" for i in range(7))
     assert (out / "test.de-en.en").read_text().splitlines()[-1] == "test en  3"
+
+
+# ---- settings a config file gives that its dataset does not read ---------------------------
+
+from deepnet_fairseq.recipes.datasets import DATASETS  # noqa: E402
+from deepnet_fairseq.recipes.spec.settings import READ_WHEN, SETTINGS, SettingError  # noqa: E402
+
+CONDITIONAL = sorted(name for name, s in SETTINGS.items() if s.read_when)
+# a value each conditional setting accepts, so that only whether it is read decides
+VALUES = {"LANGS": "de fr", "TEMPERATURE": "2", "OPUS_URL": "http://x/o.tgz",
+          "IWSLT_URL": "http://x/i.tgz"}
+READ_CASES = [(dataset, source, name) for dataset in sorted(DATASETS)
+              for source in DATASETS[dataset].sources for name in CONDITIONAL]
+
+
+@pytest.mark.parametrize("dataset,source,name", READ_CASES,
+                         ids=[f"{d}-{s}-{n}" for d, s, n in READ_CASES])
+def test_a_config_file_sets_only_what_its_dataset_reads(tmp_path, dataset, source, name):
+    """LANGS in a wmt17 file, TRAIN_TEXT with SOURCE=download, LOCAL_DIR beside the shipped
+    corpus: each was dropped without a word. Generated from the declarations (every dataset,
+    every SOURCE it reads, every setting declared with read_when): refused naming the file
+    exactly where its condition does not hold; where it holds, accepted; the same value from
+    the environment is a note, not a refusal."""
+    value = VALUES.get(name, str(tmp_path / "text"))
+    env = {"DEEPNET_WORK": str(tmp_path / "work"), "DEVICE": "cpu"}
+    given = {"SOURCE": (source, "config exp.toml"), name: (value, "config exp.toml")}
+    cfg = settings.resolve(dataset, {**env, "SOURCE": source}, REPO, lambda: 0)
+    read, why = READ_WHEN[SETTINGS[name].read_when]
+    if read(cfg, name):
+        settings.resolve(dataset, env, REPO, lambda: 0, given=given)
+        return
+    with pytest.raises(SettingError, match=f"{name}={re.escape(value)} \\(from config "
+                                           f"exp.toml\\) is not read by dataset {dataset} "
+                                           f"with SOURCE={source}: {re.escape(why)}"):
+        settings.resolve(dataset, env, REPO, lambda: 0, given=given)
+    noted = settings.resolve(dataset, {**env, "SOURCE": source, name: value}, REPO, lambda: 0)
+    assert any(note.startswith(f"{name} (environment {name}) is not read") for note in
+               noted.notes), noted.notes
+
+
+def test_each_dataset_declares_the_settings_only_it_reads():
+    """The settings read by one dataset alone (its archive's address) are the ones its module
+    names: found in the declarations' sources, so that a new one cannot go undeclared."""
+    import inspect
+
+    own = {n for n, s in SETTINGS.items() if s.read_when == "its dataset's download"}
+    for dataset in DATASETS.values():
+        module = __import__(f"deepnet_fairseq.recipes.datasets.{dataset.name}",
+                            fromlist=["x"])
+        source = inspect.getsource(module)
+        named = {n for n in own if re.search(rf"cfg\[\"{n}\"\]", source)}
+        assert named == set(dataset.settings), (dataset.name, named, dataset.settings)
