@@ -242,3 +242,49 @@ def test_each_dataset_declares_the_settings_only_it_reads():
         source = inspect.getsource(module)
         named = {n for n in own if re.search(rf"cfg\[\"{n}\"\]", source)}
         assert named == set(dataset.settings), (dataset.name, named, dataset.settings)
+
+
+# ---- limits only sentencepiece or fairseq knew ------------------------------------------
+
+def test_the_sentencepiece_sample_bound_is_sentencepieces_own(tmp_path):
+    """SPM_SENTENCES=1 ended in sentencepiece's internal check, after the raw text and the
+    cleaning: the declared bound (settings.RANGES, whose edges test_settings_properties
+    generates) is exactly where real sentencepiece starts to train."""
+    from deepnet_fairseq import spm
+
+    lowest = settings.RANGES["SPM_SENTENCES"][0]
+    text = tmp_path / "t.txt"
+    text.write_text("".join(f"the house number {i} is red\n" for i in range(200)))
+    with pytest.raises(spm.TrainingError, match="input_sentence_size"):
+        spm.train([str(text)], str(tmp_path / "below"), 24, max_sentences=lowest - 1)
+    spm.train([str(text)], str(tmp_path / "at"), 24, max_sentences=lowest)
+    with pytest.raises(SettingError, match=f"SPM_SENTENCES={lowest - 1} .*must be >= {lowest}"):
+        settings.resolve("wmt17", {"DEVICE": "cpu", "SPM_SENTENCES": str(lowest - 1),
+                                   "DEEPNET_WORK": str(tmp_path / "w")}, REPO, lambda: 0)
+    assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("lines", [1, 2, 3, 5])
+def test_the_quickstart_shows_the_test_sentences_there_are(tmp_path, lines, monkeypatch):
+    """With TEST_LINES=2 the quickstart ended in a StopIteration after the whole run, showing
+    three test sentences of two: it shows at most three, as many as the test set has."""
+    from deepnet_fairseq.recipes import quickstart
+    from deepnet_fairseq.recipes.records import write_record
+    from deepnet_fairseq.recipes.run.launch import paths
+
+    cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "TEST_LINES": str(lines),
+                                     "DEEPNET_WORK": str(tmp_path)}, REPO, lambda: 0)
+    where, pair = paths(cfg), f"{cfg['SRC']}-{cfg['TGT']}"
+    os.makedirs(os.path.join(where["RUN_DIR"], "eval", pair))
+    os.makedirs(where["RAW"])
+    for lang in (cfg["SRC"], cfg["TGT"]):
+        with open(os.path.join(where["RAW"], f"test.{pair}.{lang}"), "w") as f:
+            f.write("".join(f"{lang} {i}\n" for i in range(lines)))
+    with open(os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt"), "w") as f:
+        f.write("".join(f"D-{i}\t-0.1\thyp {i}\n" for i in range(lines)))
+    write_record(os.path.join(where["RUN_DIR"], "eval", "eval.json"), "eval", {"directions": {
+        pair: {"sacrebleu": 1.0, "tok_bleu": 1.0, "distinct_share": 1.0}}})
+    shown = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: shown.append(" ".join(map(str, a))))
+    assert quickstart.show_result(cfg)["sacrebleu"] == 1.0
+    assert sum(line.count("OURS hyp") for line in shown) == min(lines, 3)

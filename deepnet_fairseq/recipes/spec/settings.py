@@ -153,8 +153,10 @@ SETTINGS: Dict[str, Setting] = {
     "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)", scope="data"),
     "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)", scope="data"),
     "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE, scope="data"),
-    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE,
-                        scope="data"),
+    # sentencepiece's own bound (trainer_interface.cc: input_sentence_size <= 0 or > 100);
+    # below it, its internal check failed after the raw text and cleaning were done
+    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece, more than 100",
+                        bounds=(101, None, True), scope="data"),
     "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE,
                   scope="data"),
     "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio",
@@ -223,7 +225,11 @@ SETTINGS: Dict[str, Setting] = {
                              "setting to use, and so is one that reads or writes outside the "
                              "run (--restore-file, --tensorboard-logdir, ...)", affects=TRAINED),
     # machine
-    "MAX_TOKENS": _s("int", "tokens per process per step", bounds=AT_LEAST_ONE),
+    # fairseq drops every training pair longer than it (a pair is at least one piece and
+    # </s>): at 1 no batch was left, and training ended in an IndexError
+    "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the "
+                            "longest validation pair, which train checks against the data)",
+                     bounds=(2, None, True)),
     "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
     "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows",
