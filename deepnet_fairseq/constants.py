@@ -374,6 +374,10 @@ def depth_transfer(rule: str, layers: int, base: Optional[int]) -> DepthTransfer
                          f"{', '.join(DEPTH_TRANSFERS)}")
     _check_depth("the number of layers", layers)
     if rule == "none":
+        if base is not None:  # a base depth that nothing reads would be a silent no-op
+            raise ValueError(f"--depth-base {base} is read only with --depth-transfer "
+                             f"({' or '.join(DEPTH_EXPONENTS)}), which is not given: add "
+                             "--depth-transfer, or drop --depth-base")
         return DepthTransfer()
     if isinstance(base, bool) or not isinstance(base, int) or base <= 0:
         raise ValueError(f"--depth-transfer {rule} needs --depth-base, the positive number of "

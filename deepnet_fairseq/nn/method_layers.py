@@ -54,8 +54,8 @@ def depth_transfer_of(cfg, side: str) -> constants.DepthTransfer:
     """--depth-transfer's multipliers for one stack of a model built from ``cfg`` (flat args, an
     OmegaConf config or a ``TransformerConfig``; a model without the option: none)."""
     rule = str(safe_getattr(cfg, "depth_transfer") or "none")
-    if rule == "none":
-        return constants.DepthTransfer()
+    if rule == "none":  # constants' own check: a --depth-base given alone is refused
+        return constants.depth_transfer(rule, 1, safe_getattr(cfg, "depth_base"))
     layers = (getattr(cfg, side).layers if isinstance(cfg, TransformerConfig)
               else safe_getattr(cfg, f"{side}_layers"))
     return constants.depth_transfer(rule, layers, safe_getattr(cfg, "depth_base"))

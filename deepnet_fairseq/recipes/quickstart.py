@@ -27,6 +27,7 @@ MAX_UPDATE=2000 RETRY=1 trains a finished run further on the same schedule:
 
 import argparse
 from .records import read_record
+import itertools
 import os
 import shutil
 import signal
@@ -94,7 +95,8 @@ def show_result(cfg: Settings) -> Dict:
     sides = []
     for lang in (cfg["SRC"], cfg["TGT"]):
         with open(os.path.join(where["RAW"], f"test.{pair}.{lang}"), encoding="utf-8") as f:
-            sides.append([next(f).rstrip("\n") for _ in range(3)])
+            # at most three: TEST_LINES may keep fewer (next() ran past the end after the run)
+            sides.append([line.rstrip("\n") for line in itertools.islice(f, 3)])
     print("\nThree test sentences (source / reference / this model):", flush=True)
     for source, ref, hyp in zip(*sides, hyps):
         print(f"  {cfg['SRC'].upper():4} {source}\n  REF  {ref}\n  OURS {hyp}\n", flush=True)

@@ -324,6 +324,42 @@ def open_no_follow(path: str, mode: str = "a"):
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
 
 
+class NotRegularFile(ValueError):
+    """An input that is not a regular file (a FIFO, a directory, a device, a socket)."""
+
+
+def _kind(mode: int) -> str:
+    import stat
+
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str, mode: str = "rb"):
+    """``open(path, mode)`` for reading ("r" or "rb"), refusing anything but a regular file
+    with ``NotRegularFile`` naming the path and what it is: a FIFO would block the reader until
+    someone writes to it, a device (/dev/zero) never ends, a directory is no text. The file is
+    opened without blocking and checked by its descriptor, so what is checked is what is read
+    (no window between a stat and the open)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        kind = os.fstat(fd).st_mode
+        if not stat.S_ISREG(kind):
+            raise NotRegularFile(f"{path} is {_kind(kind)}, not a regular file: give the path "
+                                 "of a file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def overwrite_in_place(path: str, text: str) -> None:
     """Write ``text`` over the file ``path`` itself (no temporary; never through a link): the
     last resort on a full disk, where a file of a few hundred bytes still fits in the blocks it

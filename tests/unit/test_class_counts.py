@@ -8,6 +8,7 @@ import pytest
 
 from support import REPO
 import test_file_layer  # noqa: E402
+import test_hostile_inputs  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
@@ -33,6 +34,13 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "at each door of the file layer, {}"),
     (test_file_layer, "test_the_scan_sees_each_kind_of_write",
      "the source scan must see, {}"),
+    (test_hostile_inputs, "test_one_file_in_two_roles_is_refused", "one file in two roles, {}"),
+    (test_hostile_inputs, "test_a_name_with_and_without_gz_is_refused",
+     "a name with and without `.gz`, {}"),
+    (test_hostile_inputs, "test_an_empty_or_misaligned_split_names_the_users_files",
+     "an empty or misaligned split, {}"),
+    (test_hostile_inputs, "test_a_config_file_sets_only_what_its_dataset_reads",
+     "every dataset, `SOURCE` and setting a dataset may not read, {}"),
 ]
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from deepnet_fairseq import constants
+from deepnet_fairseq import constants, methods
 from deepnet_fairseq.nn import layernorm_lr
 from support import build, decoder_outputs, sample_batch
 
@@ -163,3 +163,22 @@ def test_settings_it_cannot_serve_are_refused_while_parsing(toy_data, extra, mes
         options = extra
     with pytest.raises(ValueError, match=message):
         build(toy_data, "pre_ln_transformer_tiny", *options)
+
+
+# every architecture the plugin registers (each method's model has --depth-base:
+# methods.DEPTH_TRANSFER_OPTIONS)
+ARCHS = sorted(arch for method in methods.METHODS.values() for arch in method.archs
+               if arch.endswith("_tiny"))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_depth_base_without_a_depth_transfer_is_refused_while_parsing(toy_data, arch):
+    """--depth-base alone was a silent no-op: the model trained as if it were not given. Every
+    registered architecture refuses it while fairseq parses the options (the one check, in
+    constants.depth_transfer, that every layer rule's validate reaches), and still builds
+    without it."""
+    with pytest.raises(ValueError, match="--depth-base 6 is read only with --depth-transfer"):
+        build(toy_data, arch, "--depth-base", "6")
+    with pytest.raises(ValueError, match="--depth-base 6 is read only with --depth-transfer"):
+        build(toy_data, arch, "--depth-base", "6", "--depth-transfer", "none")
+    build(toy_data, arch)

@@ -12,12 +12,12 @@ import time
 import urllib.error
 import urllib.request
 import zlib
-from typing import Iterable, Iterator, List, Optional, Tuple
+from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from .. import atomic_open
 from ..spec.errors import SettingError
 from ...storage.directories import building, make_dirs, publish
-from ...storage.fileio import extract_tar, move, open_no_follow
+from ...storage.fileio import NotRegularFile, extract_tar, move, open_no_follow, open_regular
 
 DOWNLOAD_ATTEMPTS = 5
 RETRY_DELAY_S = 10
@@ -115,12 +115,14 @@ def extract(archive: str, directory: str, say=print) -> str:
 
 def read_lines(path: str, limit: int = 0) -> Iterator[bytes]:
     """The lines of PATH (plain or .gz) as bytes ending in b"\\n", split on \\n only; the first
-    LIMIT of them when LIMIT > 0."""
-    opener = gzip.open if path.endswith(".gz") else open
+    LIMIT of them when LIMIT > 0. PATH must be a regular file (a FIFO would block prepare)."""
     try:
-        with opener(path, "rb") as stream:
+        with open_regular(path, "rb") as raw, \
+                (gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw) as stream:
             yield from first((line if line.endswith(b"\n") else line + b"\n"
                               for line in stream), limit)
+    except NotRegularFile as err:
+        raise PrepareError(f"{err}, holding the text") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as err:  # not gzip, truncated, corrupt
         raise PrepareError(f"{path} is not a complete gzip file ({err}); download or copy it "
                            f"again") from None
@@ -134,9 +136,13 @@ def first(lines: Iterable[bytes], limit: int) -> Iterator[bytes]:
         yield line
 
 
-def write_lines(path: str, lines: Iterable[bytes]) -> None:
+def write_lines(path: str, lines: Iterable[bytes]) -> int:
+    """LINES into PATH; returns how many."""
+    count = 0
     with atomic_open(path, "wb") as out:
-        out.writelines(lines)
+        for count, line in enumerate(lines, 1):
+            out.write(line)
+    return count
 
 
 def count_lines(path: str) -> int:
@@ -144,11 +150,62 @@ def count_lines(path: str) -> int:
 
 
 def find_local(directory: str, name: str) -> Optional[str]:
-    """DIRECTORY/NAME or DIRECTORY/NAME.gz, whichever exists."""
-    for candidate in (name, name + ".gz"):
-        if os.path.isfile(os.path.join(directory, candidate)):
-            return os.path.join(directory, candidate)
-    return None
+    """DIRECTORY/NAME or DIRECTORY/NAME.gz, whichever exists; both is refused: prepare would
+    read one and leave the other unread, and which one is meant is the user's to say."""
+    found = [os.path.join(directory, candidate) for candidate in (name, name + ".gz")
+             if os.path.exists(os.path.join(directory, candidate))]
+    if len(found) == 2:
+        raise PrepareError(f"both {found[0]} and {found[1]} exist: one text, two files; remove "
+                           "or rename the one prepare should not read")
+    return found[0] if found else None
+
+
+class LocalText(NamedTuple):
+    """One file of the user's text and what prepare makes of it."""
+    split: str
+    pair: str  # SRC-TGT, as the raw text names it
+    lang: str
+    path: str  # the user's file
+    limit: int  # its first LIMIT lines (0: all)
+
+
+def check_distinct(files: List[LocalText]) -> None:
+    """No file of the user's text serves twice (as two splits, or as both languages): the same
+    file (by device and inode, through any link or name) as train and test would score the
+    model on what it trained on, as source and target would train a copy task."""
+    seen = {}
+    for text in files:
+        stat = os.stat(text.path)
+        key = (stat.st_dev, stat.st_ino)
+        if key in seen:
+            first = seen[key]
+            same = ("the same file" if first.path == text.path
+                    else f"the same file as {first.path}")
+            raise PrepareError(f"{text.path} is {same}, read as both the {first.split} text "
+                               f"of {first.lang} ({first.pair}) and the {text.split} text of "
+                               f"{text.lang}: give each split and language its own file")
+        seen[key] = text
+
+
+def copy_local(files: List[LocalText], out: str) -> None:
+    """FILES (``check_distinct``) into OUT/SPLIT.PAIR.LANG, each split of a pair checked as it
+    is copied: both sides non-empty and of the same number of lines, an error naming the
+    user's files (the copies are temporaries, gone when the error is read)."""
+    check_distinct(files)
+    counts = {}
+    for text in files:
+        count = write_lines(f"{out}/{text.split}.{text.pair}.{text.lang}",
+                            read_lines(text.path, text.limit))
+        if count == 0:
+            raise PrepareError(f"{text.path} is empty: the {text.split} text of {text.lang} "
+                               f"({text.pair}) needs at least one line")
+        other = counts.setdefault((text.split, text.pair), (text, count))
+        if other[0] is not text and other[1] != count:
+            kept = (f" (the first {text.split.upper()}_LINES={text.limit} kept)" if text.limit
+                    else "")
+            raise PrepareError(f"{other[0].path} and {text.path} differ in length ({other[1]} "
+                               f"and {count} lines{kept}): not line-aligned; the {text.split} "
+                               "text of both languages must have a line each for each pair")
 
 
 def split_limits(cfg):
@@ -157,10 +214,10 @@ def split_limits(cfg):
             for split in SPLITS]
 
 
-def local_files(cfg, src: str, tgt: str) -> List[Tuple[str, str, str, int]]:
-    """(split, language, file, lines to keep) of the local text of SRC-TGT: each split from
-    PREFIX.SRC and PREFIX.TGT, plain or .gz, PREFIX its TRAIN_TEXT / VALID_TEXT / TEST_TEXT when
-    set, else LOCAL_DIR/LOCAL_TRAIN (LOCAL_VALID, LOCAL_TEST); a missing one is refused."""
+def local_files(cfg, src: str, tgt: str) -> List[LocalText]:
+    """The local text of SRC-TGT: each split from PREFIX.SRC and PREFIX.TGT, plain or .gz,
+    PREFIX its TRAIN_TEXT / VALID_TEXT / TEST_TEXT when set, else LOCAL_DIR/LOCAL_TRAIN
+    (LOCAL_VALID, LOCAL_TEST); a missing one, or one file in two places, is refused."""
     files = []
     for split, stem, limit in split_limits(cfg):
         prefix = cfg.get(f"{split.upper()}_TEXT") or os.path.join(local_dir(cfg), stem)
@@ -171,14 +228,14 @@ def local_files(cfg, src: str, tgt: str) -> List[Tuple[str, str, str, int]]:
                                    f"to the path of the {split} text without its .{lang}, or "
                                    f"LOCAL_DIR and LOCAL_{split.upper()} to its directory and "
                                    "file stem")
-            files.append((split, lang, found, limit))
+            files.append(LocalText(split, f"{src}-{tgt}", lang, found, limit))
+    check_distinct(files)
     return files
 
 
 def local_pair(cfg, src: str, tgt: str, out: str) -> None:
     """Local text of SRC-TGT (``local_files``) into OUT/{train,valid,test}.SRC-TGT.{SRC,TGT}."""
-    for split, lang, found, limit in local_files(cfg, src, tgt):
-        write_lines(f"{out}/{split}.{src}-{tgt}.{lang}", read_lines(found, limit))
+    copy_local(local_files(cfg, src, tgt), out)
 
 
 def check_inputs(cfg) -> None:

@@ -51,6 +51,9 @@ class Dataset:
     paper: Tuple[Reference, ...] = ()  # the paper's published numbers, where it has some
     note: str = ""  # printed under the results table
     order: int = 100  # its place in lists (--help, docs): the paper's order first
+    # the settings only this dataset reads (its archive's address): declared with
+    # read_when="its dataset's download", refused in a config file of any other dataset
+    settings: Tuple[str, ...] = ()
 
     def __post_init__(self):
         problems = []

@@ -88,4 +88,5 @@ PRESET = Preset("dataset", "iwslt14", (
 DATASET = Dataset(
     name="iwslt14", about="Figure 6, IWSLT-14 De-En (one GPU)", languages="De->En",
     preset=PRESET, raw_text=one_pair(download), metric="sacrebleu", order=3,
+    settings=("IWSLT_URL",),
     note="Figure 6 gives BLEU as a plot only; no numbers to compare with.")

@@ -7,8 +7,8 @@ import re
 from typing import List, Optional
 
 from . import CHOSEN, PAPER, Dataset, Preset, Reference
-from ..data.rawtext import (PrepareError, extract, fetch, find_local, local_dir, read_lines,
-                            split_limits, write_lines)
+from ..data.rawtext import (LocalText, PrepareError, copy_local, extract, fetch, find_local,
+                            local_dir, split_limits)
 
 
 def languages(cfg, supervised: Optional[str]) -> List[str]:
@@ -36,7 +36,7 @@ def raw_text(cfg, out: str, say) -> List[str]:
         if not found:
             raise PrepareError(f"no supervised/ directory in {archive}")
         supervised = found[0]
-    pairs = []
+    pairs, files = [], []
     for x in languages(cfg, supervised):
         root = supervised or local_dir(cfg)
         for name in (f"{x}-en", f"en-{x}"):
@@ -54,8 +54,9 @@ def raw_text(cfg, out: str, say) -> List[str]:
                 found_file = find_local(directory, f"{name}.{lang}")
                 if found_file is None:
                     raise PrepareError(f"no {split} text for {lang} in {directory} (pair {x}-en)")
-                write_lines(f"{out}/{split}.{x}-en.{lang}", read_lines(found_file, limit))
+                files.append(LocalText(split, f"{x}-en", lang, found_file, limit))
         pairs.append(f"{x}-en")
+    copy_local(files, out)  # every file checked against every other before the first copy
     return pairs
 
 
@@ -103,6 +104,7 @@ PRESET = Preset("dataset", "opus100", (
 DATASET = Dataset(
     name="opus100", about="Table 2 and Figure 8, OPUS-100", languages="En<->99 languages (LANGS)",
     preset=PRESET, raw_text=raw_text, metric="sacrebleu_avg", multilingual=True, order=2,
+    settings=("OPUS_URL",),
     paper=(  # Table 2, average BLEU over all directions (detokenised sacreBLEU). Its baseline
         # is Zhang et al. 2020's deep Transformer, which trains its depth with DS-Init (Zhang,
         # Titov & Sennrich 2019, the plugin's ds_init; their merged attention and

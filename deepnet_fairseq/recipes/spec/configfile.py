@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Sequence, Tuple
 
-from ...storage.fileio import write_atomically
+from ...storage.fileio import NotRegularFile, open_regular, write_atomically
 from ..datasets import DATASETS
 from .settings import SETTINGS, SettingError
 
@@ -52,24 +52,34 @@ def _value(path: str, name: str, value) -> str:
 
 def load(path: str) -> ConfigFile:
     """The experiment of a TOML file; any problem is a SettingError naming the file and what
-    to change. Values are checked later, by resolve(), as any setting's are."""
+    to change. Values are checked later, by resolve(), as any setting's are. The file is read
+    through the file layer's regular-file check: a FIFO would block here, a device never end."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, "rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise SettingError(f"no such config file: {path}") from None
+    except NotRegularFile as err:
+        raise SettingError(f"config file {err}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise SettingError(f"{path} is not a TOML file: {err}") from None
+    return from_data(path, data)
+
+
+def from_data(path: str, data: dict) -> ConfigFile:
+    """The experiment of a TOML file's parsed DATA (any values TOML can hold), or a SettingError
+    naming PATH: every key is checked for its type before it is used, so that no value (a
+    list, a table, a date) reaches a comparison that would raise something else."""
     unknown = sorted(set(data) - KEYS)
     if unknown:
         raise SettingError(f"{path}: unknown key(s) {', '.join(unknown)}; a config file has "
                            f"{', '.join(sorted(KEYS))} (settings go under [settings])")
     dataset = data.get("dataset")
-    if dataset not in DATASETS:
+    if not isinstance(dataset, str) or dataset not in DATASETS:  # a list is unhashable
         raise SettingError(f"{path}: dataset = {dataset!r}: one of {', '.join(DATASETS)}")
     steps = data.get("steps")
     if (not isinstance(steps, list) or not steps
-            or any(step not in STEPS for step in steps)):
+            or any(not isinstance(step, str) or step not in STEPS for step in steps)):
         raise SettingError(f"{path}: steps = {steps!r}: a list of {', '.join(STEPS)}, run in "
                            "the order given")
     table = data.get("settings", {})

@@ -59,16 +59,39 @@ class Setting:
     # often it logs: a run resumed on another machine, with another layout or a longer
     # MAX_UPDATE, trains the same model)
     affects: Optional[str] = None
+    # when a dataset reads it (a key of READ_WHEN), None for always: a config file that sets it
+    # where it is not read is refused, since the value would be dropped without a word
+    read_when: Optional[str] = None
 
 
 DATA, TRAINED = "data", "trained"
 
 
 def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, scope="run",
-       affects=None):
+       affects=None, read_when=None):
     if scope == "data":  # one declaration: who may set it and what it changes agree
         affects = DATA
-    return Setting(kind, help, default, prefix_only, bounds, pattern, scope, affects)
+    return Setting(kind, help, default, prefix_only, bounds, pattern, scope, affects, read_when)
+
+
+# read_when -> (whether the resolved settings read it, what reads it): from the dataset's
+# declaration (datasets/: multilingual, its own settings) and the resolved SOURCE, as the
+# steps that read each one decide (raw text: rawtext.local_files, the declarations'
+# download functions; training: launch.task_args)
+READ_WHEN = {
+    "multilingual": (lambda cfg, name: cfg.declaration.multilingual,
+                     "only a multilingual dataset (one model over many pairs) reads it"),
+    "local": (lambda cfg, name: cfg["SOURCE"] == "local", "only SOURCE=local reads it"),
+    "local, one pair": (lambda cfg, name: cfg["SOURCE"] == "local"
+                        and not cfg.declaration.multilingual,
+                        "only SOURCE=local of a dataset of one pair reads it (a multilingual "
+                        "one reads LOCAL_DIR, a directory per pair)"),
+    "download": (lambda cfg, name: cfg["SOURCE"] == "download",
+                 "only SOURCE=download reads it"),
+    "its dataset's download": (lambda cfg, name: cfg["SOURCE"] == "download"
+                               and name in cfg.declaration.settings,
+                               "only SOURCE=download of the dataset that declares it reads it"),
+}
 
 
 AT_LEAST_ONE = (1, None, True)
@@ -100,31 +123,40 @@ SETTINGS: Dict[str, Setting] = {
     # how prepare works, the same data either way)
     "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download",
                  scope="data"),
-    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare"),
+    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare",
+                       read_when="download"),
     "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]",
-                    scope="data"),
+                    scope="data", read_when="local"),
     "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train",
-                      scope="data"),
-    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="data"),
-    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data"),
+                      scope="data", read_when="local"),
+    "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="data",
+                      read_when="local"),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data",
+                     read_when="local"),
     "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
                              ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
-                             "/data/train.de and /data/train.en", scope="data"),
-    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT", scope="data"),
+                             "/data/train.de and /data/train.en", scope="data",
+                     read_when="local, one pair"),
+    "VALID_TEXT": _s("path", "SOURCE=local: the validation text, as TRAIN_TEXT", scope="data",
+                     read_when="local, one pair"),
     "TEST_TEXT": _s("path", "SOURCE=local: the test text (the references of evaluate), as "
-                            "TRAIN_TEXT", scope="data"),
-    "OPUS_URL": _s("text", "OPUS-100 release archive", scope="data"),
-    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive", scope="data"),
+                            "TRAIN_TEXT", scope="data", read_when="local, one pair"),
+    "OPUS_URL": _s("text", "OPUS-100 release archive", scope="data",
+                   read_when="its dataset's download"),
+    "IWSLT_URL": _s("text", "IWSLT-14 de-en archive", scope="data",
+                    read_when="its dataset's download"),
     "SRC": _s("text", "source language", pattern=LANG_CODE, scope="data"),
     "TGT": _s("text", "target language", pattern=LANG_CODE, scope="data"),
     "LANGS": _s("words", "multilingual datasets (OPUS-100): non-English languages, or all",
-                pattern=LANG_CODE, scope="data"),
+                pattern=LANG_CODE, scope="data", read_when="multilingual"),
     "TRAIN_LINES": _s("int", "keep the first N training pairs (0 = all)", scope="data"),
     "VALID_LINES": _s("int", "keep the first N validation pairs (0 = all)", scope="data"),
     "TEST_LINES": _s("int", "keep the first N test pairs (0 = all)", scope="data"),
     "VOCAB": _s("int", "joint sentencepiece vocabulary", bounds=AT_LEAST_ONE, scope="data"),
-    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece", bounds=AT_LEAST_ONE,
-                        scope="data"),
+    # sentencepiece's own bound (trainer_interface.cc: input_sentence_size <= 0 or > 100);
+    # below it, its internal check failed after the raw text and cleaning were done
+    "SPM_SENTENCES": _s("int", "sentences sampled to train sentencepiece, more than 100",
+                        bounds=(101, None, True), scope="data"),
     "MAX_LEN": _s("int", "drop training pairs longer than this (words)", bounds=AT_LEAST_ONE,
                   scope="data"),
     "LEN_RATIO": _s("float", "drop training pairs with a larger length ratio",
@@ -153,7 +185,7 @@ SETTINGS: Dict[str, Setting] = {
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100", bounds=AT_LEAST_ONE),
     # sampling divides the logits by it: 1e-300 gives inf
     "TEMPERATURE": _s("float", "multilingual datasets: sampling temperature over pairs",
-                      bounds=(1e-3, None, True), affects=TRAINED),
+                      bounds=(1e-3, None, True), affects=TRAINED, read_when="multilingual"),
     # model width
     "EMBED_DIM": _s("int", "model width", bounds=AT_LEAST_ONE, affects=TRAINED),
     "FFN_DIM": _s("int", "feed-forward width", bounds=AT_LEAST_ONE, affects=TRAINED),
@@ -193,7 +225,11 @@ SETTINGS: Dict[str, Setting] = {
                              "setting to use, and so is one that reads or writes outside the "
                              "run (--restore-file, --tensorboard-logdir, ...)", affects=TRAINED),
     # machine
-    "MAX_TOKENS": _s("int", "tokens per process per step", bounds=AT_LEAST_ONE),
+    # fairseq drops every training pair longer than it (a pair is at least one piece and
+    # </s>): at 1 no batch was left, and training ended in an IndexError
+    "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the "
+                            "longest validation pair, which train checks against the data)",
+                     bounds=(2, None, True)),
     "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
     "FP16_SCALE_WINDOW": _s("int", "fp16: clean steps before the loss scale grows",
@@ -600,6 +636,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
     _derive(cfg, env)
     check_ranges(cfg)
+    check_read(cfg)
     cfg.freeze()  # resolved once: the steps read it, nothing changes it
     return cfg
 
@@ -670,6 +707,31 @@ def check_ranges(cfg: "Settings") -> None:
             text = False
         if not text:
             bad("ENCODING", "not a text encoding Python knows (e.g. utf-8, latin-1, cp1252)")
+    if problems:
+        raise SettingError("\n".join(problems))
+
+
+def unread(cfg: "Settings") -> Dict[str, str]:
+    """name -> why, for each setting these resolved settings do not read (READ_WHEN)."""
+    return {name: READ_WHEN[setting.read_when][1] for name, setting in SETTINGS.items()
+            if setting.read_when and not READ_WHEN[setting.read_when][0](cfg, name)}
+
+
+def check_read(cfg: "Settings") -> None:
+    """A config file sets only what its dataset reads: a value the steps would not read (LANGS
+    for a dataset of one pair, TRAIN_TEXT with SOURCE=download) is refused, naming the file,
+    rather than dropped without a word. The environment, shared by every dataset's commands,
+    gets a note instead."""
+    problems = []
+    for name, why in unread(cfg).items():
+        if name in cfg.given:
+            value, source = cfg.given[name]
+            problems.append(f"{name}={value} (from {source}) is not read by dataset "
+                            f"{cfg.dataset} with SOURCE={cfg['SOURCE']}: {why}; remove it from "
+                            "the file, or set what reads it")
+        elif cfg.sources.get(name, "").startswith("environment"):
+            cfg.notes.append(f"{name} ({cfg.sources[name]}) is not read by dataset "
+                             f"{cfg.dataset} with SOURCE={cfg['SOURCE']}: {why}")
     if problems:
         raise SettingError("\n".join(problems))
 
