@@ -8,6 +8,7 @@ import pytest
 
 from support import REPO
 import test_file_layer  # noqa: E402
+import test_hostile_records  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
@@ -33,6 +34,9 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "at each door of the file layer, {}"),
     (test_file_layer, "test_the_scan_sees_each_kind_of_write",
      "the source scan must see, {}"),
+    (test_hostile_records, "test_no_record_is_written_over_one_this_code_cannot_read",
+     "every record of it the code cannot read, generated from `records.KINDS` and `FIELDS`, {} "
+     "cases"),
 ]
 
 

@@ -94,10 +94,14 @@ def _recorded_purpose(directory: str):
 
 
 def up_to_date(run_dir: str, argv) -> bool:
-    """Whether RUN_DIR/eval holds the result of evaluating these checkpoints with ARGV."""
+    """Whether RUN_DIR/eval holds the result of evaluating these checkpoints with ARGV. Its
+    records are read through the one reader, as a writer reads what it replaces: one this code
+    cannot read is a ``RecordError`` naming it, neither taken for a result ("already
+    evaluated") nor replaced by a new evaluation without a word."""
     final = os.path.join(run_dir, "eval")
-    return (os.path.isfile(os.path.join(final, "eval.json"))
-            and _recorded_purpose(final) == purpose(run_dir, argv))
+    result = read_record(os.path.join(final, "eval.json"), "eval")
+    recorded = read_record(os.path.join(final, PURPOSE), "purpose")
+    return result is not None and recorded == purpose(run_dir, argv)
 
 
 def evaluated_checkpoints_changed(run_dir: str) -> bool:
