@@ -98,11 +98,14 @@ def record_text(kind: str, data: dict) -> str:
                       sort_keys=True) + "\n"
 
 
-def write_record(path: str, kind: str, data: dict, inputs=()) -> None:
+def write_record(path: str, kind: str, data: dict, inputs=(), force: bool = False) -> None:
     """DATA as a record of KIND at PATH (atomically, through the file layer; INPUTS: the files
     the command read, which PATH may not be). The record it replaces is read first: one this
-    code cannot read (``read_record``'s ``RecordError``) is left as it is, and refused."""
-    read_record(path, kind)
+    code cannot read (``read_record``'s ``RecordError``) is left as it is, and refused. FORCE:
+    a tool's output its user told to replace (``--force``, ``check_tool_output``'s rule),
+    whatever is there."""
+    if not force:
+        read_record(path, kind)
     write_atomically(path, record_text(kind, data), inputs)
 
 
