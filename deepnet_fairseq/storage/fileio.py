@@ -475,17 +475,28 @@ def scratch_directory(parent=None):
 def signals_raise(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
     """Within the block, these signals raise ``SystemExit(128 + signal)`` (the shell's status
     for a process killed by it), so ``finally`` blocks -- the temporaries' clean-up -- run.
-    Main thread only (Python's rule for signal handlers); elsewhere the block runs unchanged."""
+    The block ends with that status and one line saying which signal stopped it, whatever the
+    code it interrupted made of the exception: torch.save, interrupted while it writes, turns it
+    into a RuntimeError (a traceback and status 1). Main thread only (Python's rule for signal
+    handlers); elsewhere the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received = []
 
     def handler(signum, frame):
+        received.append(signum)
         raise SystemExit(128 + signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
+    except BaseException:
+        if not received:
+            raise
+        print(f"stopped by {signal.Signals(received[0]).name} (exit status "
+              f"{128 + received[0]}); its temporaries removed", file=sys.stderr)
+        raise SystemExit(128 + received[0]) from None
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -8,6 +8,7 @@ import pytest
 
 from support import REPO
 import test_file_layer  # noqa: E402
+import test_hostile_exits  # noqa: E402
 import test_hostile_records  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
@@ -37,6 +38,8 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
     (test_hostile_records, "test_no_record_is_written_over_one_this_code_cannot_read",
      "every record of it the code cannot read, generated from `records.KINDS` and `FIELDS`, {} "
      "cases"),
+    (test_hostile_exits, "test_a_special_file_named_like_a_checkpoint_is_refused_unopened",
+     "against each special file the layer names, {} cases"),
 ]
 
 

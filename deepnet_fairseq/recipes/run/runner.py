@@ -460,6 +460,8 @@ def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
     held = [*command[:3], "--lock-fd", str(lock.fd), *command[3:]]
     code, signum = run_forwarding(held, env, [evaluate_log], echo, pass_fds=(lock.fd,))
     if signum:
+        log(cfg, "evaluate", f"{name}: stopped by {signal.Signals(signum).name}; run evaluate.sh "
+                             f"again to resume (finished directions are kept)")
         return 128 + signum
     if code != 0:
         log(cfg, "evaluate", f"evaluation failed; see {run_dir}/evaluate.log")
