@@ -9,7 +9,7 @@ parallel); STEP is prepare (``prepare``: download or local text, cleaning, sente
 fairseq-preprocess), train, evaluate or sweep (``runner``). The
 scripts in scripts/ hand over to it; ``--dry-run`` prints the resolved settings, the process
 layout, the memory plan and the command, and runs nothing. Errors end in one line: a bad setting or a directory
-the recipes may not touch (exit status 2), a full disk or an unwritable path (1).
+the recipes may not touch, a record this code cannot read or replace (exit status 2), a full disk or an unwritable path (1).
 """
 
 import argparse
@@ -26,8 +26,8 @@ from .run.launch import paths, print_settings
 from .datasets import DATASETS
 from .spec.settings import SETTINGS, SettingError, help_text, home, resolve
 from ..storage.directories import Busy, NotOurs
-from ..storage.fileio import (add_force_argument, check_tool_output, describe_os_error,
-                              one_line_os_errors)
+from ..storage.fileio import (RecordError, add_force_argument, check_tool_output,
+                              describe_os_error, one_line_os_errors)
 
 
 def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
@@ -134,7 +134,7 @@ def _one_line_errors(what: str, work) -> int:
     shell's status for the signal."""
     try:
         return work()
-    except (SettingError, Busy, NotOurs) as err:
+    except (SettingError, Busy, NotOurs, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a read-only directory: one line, no traceback

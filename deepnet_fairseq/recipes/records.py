@@ -4,14 +4,18 @@ what it holds before it trusts a field.
 
 ``read_record(path, kind)`` refuses, with one line naming the file and what to do
 (``RecordError``): a file that is not a JSON object, a record of another kind, and a version
-this code does not know (written by a newer deepnet_fairseq). A record without the field was
+this code does not know (written by a newer deepnet_fairseq). ``write_record`` reads the record
+it replaces through it first: a record of a newer version, another kind or damaged is refused
+in the same line, never written over (a status of a newer deepnet_fairseq, an eval.json that
+cannot be read, would be lost without a word). A record without the field was
 written before it existed (the runs under ``results/*/runs/``, users' work directories): it is
 read as version 1 of the kind asked for, which is the format those were written in.
 """
 
 import json
 import math
-from typing import Callable, Dict, Optional
+import os
+from typing import Callable, Dict, List, Optional
 
 from ..storage.fileio import RecordError, read_json, write_atomically
 
@@ -25,6 +29,10 @@ KINDS = {
     "purpose": 1,          # RUN/eval/purpose.json: the checkpoints and arguments evaluated
     "eval": 2,             # RUN/eval/eval.json: the scores; 2 adds "references" (a path)
 }
+# the step that writes each kind anew, once the record in the way is moved aside
+WRITTEN_BY = {"status": "train.sh", "run-config": "train.sh", "data-config": "prepare.sh",
+              "evaluate-config": "evaluate.sh", "sweep-config": "sweep.sh",
+              "purpose": "evaluate.sh", "eval": "evaluate.sh"}
 
 
 # ---- the fields the readers rely on, typed: a hand-edited record ("tok_bleu": "abc", a list
@@ -90,9 +98,14 @@ def record_text(kind: str, data: dict) -> str:
                       sort_keys=True) + "\n"
 
 
-def write_record(path: str, kind: str, data: dict, inputs=()) -> None:
+def write_record(path: str, kind: str, data: dict, inputs=(), force: bool = False) -> None:
     """DATA as a record of KIND at PATH (atomically, through the file layer; INPUTS: the files
-    the command read, which PATH may not be)."""
+    the command read, which PATH may not be). The record it replaces is read first: one this
+    code cannot read (``read_record``'s ``RecordError``) is left as it is, and refused. FORCE:
+    a tool's output its user told to replace (``--force``, ``check_tool_output``'s rule),
+    whatever is there."""
+    if not force:
+        read_record(path, kind)
     write_atomically(path, record_text(kind, data), inputs)
 
 
@@ -100,11 +113,14 @@ def read_record(path: str, kind: str) -> Optional[dict]:
     """The record of KIND at PATH, without its schema field (fields a later version added are
     read with ``get``); None if there is no file; ``RecordError`` (one line naming PATH) if it
     is not a record of KIND that this code reads."""
-    data = read_json(path)
+    redo = f"move {path} away and run {WRITTEN_BY[kind]} again (it writes a new one)"
+    try:
+        data = read_json(path)
+    except RecordError as err:  # the file layer's words, the advice of the kind
+        raise RecordError(f"{err}; {redo}") from None
     if data is None:
         return None
     schema = data.pop(SCHEMA, {"kind": kind, "version": 1})  # older records: version 1
-    redo = f"move {path} away and run the step that writes it again"
     if not (isinstance(schema, dict) and isinstance(schema.get("version"), int)
             and isinstance(schema.get("kind"), str)):
         raise RecordError(f"{path}: a record with a malformed schema field ({schema!r}); {redo}")
@@ -121,3 +137,14 @@ def read_record(path: str, kind: str) -> Optional[dict]:
             raise RecordError(f"{path}: its field {field!r} is not what a {kind} record holds "
                               f"({json.dumps(data[field])[:80]}); {redo}")
     return data
+
+
+def run_names(runs_dir: str) -> List[str]:
+    """The names of the runs in RUNS_DIR (``WORK/runs``, a results folder's ``runs/``), sorted:
+    its directories, but the recipes' own entries there -- the marker file, locks, temporaries,
+    all named with a leading dot -- and the user's stray files, which are no run. The one rule
+    of what is a run, for every reader of a runs directory."""
+    if not os.path.isdir(runs_dir):
+        return []
+    return sorted(name for name in os.listdir(runs_dir)
+                  if not name.startswith(".") and os.path.isdir(os.path.join(runs_dir, name)))

@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 import torch
 
 from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
-from .fileio import OutputRefused, check_tool_output
+from .fileio import NotRegularFile, OutputRefused, check_regular, check_tool_output
 
 # what torch's weights-only unpickler says when it refuses a class or call (as opposed to
 # bytes that are no pickle at all: "Unsupported operand 215")
@@ -78,6 +78,7 @@ def read_checkpoint(path: str, mmap: bool = False) -> dict:
     Raises CheckpointError for every file that cannot be read this way."""
     is_zip = False
     try:
+        check_regular(path)  # a FIFO would block torch.load forever, a device read on and on
         if os.path.isfile(path) and os.path.getsize(path) == 0:
             raise CheckpointError(path, "empty file")
         is_zip = os.path.isfile(path) and zipfile.is_zipfile(path)
@@ -90,6 +91,8 @@ def read_checkpoint(path: str, mmap: bool = False) -> dict:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip)
     except CheckpointError:
         raise
+    except NotRegularFile as err:
+        raise CheckpointError(path, err.strerror) from None
     except Exception as err:  # noqa: BLE001  (whatever the unpickler meets in corrupt bytes)
         raise CheckpointError(path, _cause(err, is_zip)) from err
     if not isinstance(state, dict):
@@ -206,6 +209,8 @@ class _TorchLoadingWeightsOnly:
 
     @staticmethod
     def load(f, *args, **kwargs):
+        if isinstance(f, (str, os.PathLike)):
+            check_regular(f)
         kwargs["weights_only"] = True
         return torch.load(f, *args, **kwargs)
 

@@ -30,6 +30,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -260,16 +261,62 @@ def read_json(path: str):
     """The JSON object at ``path``; None if there is no file. A file that is not a JSON object
     (truncated, edited, another program's) is a ``RecordError`` naming it."""
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_regular(path, "r") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as error:
-        raise RecordError(f"{path}: unreadable record ({error}); re-run or remove that run")
+    except OSError as error:
+        raise RecordError(f"{path}: unreadable record ({error.strerror or error})")
+    except ValueError as error:
+        raise RecordError(f"{path}: unreadable record ({error})")
     if not isinstance(data, dict):
-        raise RecordError(f"{path}: not a record (a JSON {type(data).__name__}, not an object); "
-                          f"re-run or remove that run")
+        raise RecordError(f"{path}: not a record (a JSON {type(data).__name__}, not an object)")
     return data
+
+
+# what a path that is not a regular file is, by its stat (``open_regular``)
+_SPECIAL = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+            (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISSOCK, "a socket"))
+
+
+class NotRegularFile(OSError):
+    """An input that is a FIFO, a device, a socket or a directory where a file is read; its
+    text is "PATH is WHAT, not a regular file"."""
+
+    def __str__(self) -> str:
+        return f"{self.filename} is {self.strerror}"
+
+
+def check_regular(path: str) -> None:
+    """Refuse (``NotRegularFile``, naming PATH and what it is) a PATH that exists and is not a
+    regular file (through links): a FIFO blocks its reader forever, a device is read without
+    end. Asked before a checkpoint or a text is opened, by name or by a library that opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing: the opener's own error says so
+    _refuse_special(path, mode)
+
+
+def _refuse_special(path: str, mode: int) -> None:
+    for test, what in _SPECIAL:
+        if test(mode):
+            raise NotRegularFile(errno.EINVAL, f"{what}, not a regular file", path)
+
+
+def open_regular(path: str, mode: str = "rb"):
+    """``open(path, mode)`` for reading, refusing what is not a regular file
+    (``NotRegularFile``): opened without blocking (a FIFO without a writer would block the
+    open itself), checked by the descriptor's own stat (nothing swapped in between)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _refuse_special(path, os.fstat(fd).st_mode)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def write_json(path: str, data, inputs=()) -> None:
@@ -322,42 +369,6 @@ def open_no_follow(path: str, mode: str = "a"):
                           path) from None
         raise
     return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
-
-
-class NotRegularFile(ValueError):
-    """An input that is not a regular file (a FIFO, a directory, a device, a socket)."""
-
-
-def _kind(mode: int) -> str:
-    import stat
-
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_regular(path: str, mode: str = "rb"):
-    """``open(path, mode)`` for reading ("r" or "rb"), refusing anything but a regular file
-    with ``NotRegularFile`` naming the path and what it is: a FIFO would block the reader until
-    someone writes to it, a device (/dev/zero) never ends, a directory is no text. The file is
-    opened without blocking and checked by its descriptor, so what is checked is what is read
-    (no window between a stat and the open)."""
-    import stat
-
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        kind = os.fstat(fd).st_mode
-        if not stat.S_ISREG(kind):
-            raise NotRegularFile(f"{path} is {_kind(kind)}, not a regular file: give the path "
-                                 "of a file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def overwrite_in_place(path: str, text: str) -> None:
@@ -468,17 +479,28 @@ def scratch_directory(parent=None):
 def signals_raise(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
     """Within the block, these signals raise ``SystemExit(128 + signal)`` (the shell's status
     for a process killed by it), so ``finally`` blocks -- the temporaries' clean-up -- run.
-    Main thread only (Python's rule for signal handlers); elsewhere the block runs unchanged."""
+    The block ends with that status and one line saying which signal stopped it, whatever the
+    code it interrupted made of the exception: torch.save, interrupted while it writes, turns it
+    into a RuntimeError (a traceback and status 1). Main thread only (Python's rule for signal
+    handlers); elsewhere the block runs unchanged."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received = []
 
     def handler(signum, frame):
+        received.append(signum)
         raise SystemExit(128 + signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
+    except BaseException:
+        if not received:
+            raise
+        print(f"stopped by {signal.Signals(received[0]).name} (exit status "
+              f"{128 + received[0]}); its temporaries removed", file=sys.stderr)
+        raise SystemExit(128 + received[0]) from None
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -512,12 +534,12 @@ def one_line_os_errors(main):
     """A console script's ``main`` whose disk errors (``DISK_ERRORS``) end in one line naming
     the path, status 1, and whose output onto an input (``OutputIsInput``) in one line, status
     2 (a usage error), instead of a traceback; so does any other refused output
-    (``OutputRefused``)."""
+    (``OutputRefused``), and a record it cannot read or replace (``RecordError``)."""
     @functools.wraps(main)
     def wrapped(*args, **kwargs):
         try:
             return main(*args, **kwargs)
-        except OutputRefused as err:
+        except (OutputRefused, RecordError) as err:
             print(f"error: {err}", file=sys.stderr)
             raise SystemExit(2) from None
         except OSError as err:

@@ -9,6 +9,8 @@ import pytest
 from support import REPO
 import test_file_layer  # noqa: E402
 import test_hostile_inputs  # noqa: E402
+import test_hostile_exits  # noqa: E402
+import test_hostile_records  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
@@ -41,6 +43,11 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "an empty or misaligned split, {}"),
     (test_hostile_inputs, "test_a_config_file_sets_only_what_its_dataset_reads",
      "every dataset, `SOURCE` and setting a dataset may not read, {}"),
+    (test_hostile_records, "test_no_record_is_written_over_one_this_code_cannot_read",
+     "every record of it the code cannot read, generated from `records.KINDS` and `FIELDS`, {} "
+     "cases"),
+    (test_hostile_exits, "test_a_special_file_named_like_a_checkpoint_is_refused_unopened",
+     "against each special file the layer names, {} cases"),
 ]
 
 

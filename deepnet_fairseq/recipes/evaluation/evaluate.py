@@ -45,7 +45,7 @@ from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
 from ...storage.fileio import (RecordError, one_line_os_errors, refuse_links_within,
-                               refuse_planted_links, remove_file)
+                               refuse_planted_links, remove_file, signals_raise)
 
 
 def average_last(checkpoints: str, count: int, output: str) -> None:
@@ -94,10 +94,14 @@ def _recorded_purpose(directory: str):
 
 
 def up_to_date(run_dir: str, argv) -> bool:
-    """Whether RUN_DIR/eval holds the result of evaluating these checkpoints with ARGV."""
+    """Whether RUN_DIR/eval holds the result of evaluating these checkpoints with ARGV. Its
+    records are read through the one reader, as a writer reads what it replaces: one this code
+    cannot read is a ``RecordError`` naming it, neither taken for a result ("already
+    evaluated") nor replaced by a new evaluation without a word."""
     final = os.path.join(run_dir, "eval")
-    return (os.path.isfile(os.path.join(final, "eval.json"))
-            and _recorded_purpose(final) == purpose(run_dir, argv))
+    result = read_record(os.path.join(final, "eval.json"), "eval")
+    recorded = read_record(os.path.join(final, PURPOSE), "purpose")
+    return result is not None and recorded == purpose(run_dir, argv)
 
 
 def evaluated_checkpoints_changed(run_dir: str) -> bool:
@@ -341,14 +345,17 @@ def main(argv=None) -> None:
         # what is evaluated does not depend on who holds the lock (purpose.json)
         end = argv.index("--") if "--" in argv else len(argv)
         mine = [i for i, a in enumerate(argv[:end]) if a == "--lock-fd"] or [-2]
-        _evaluate(parser, args, [a for i, a in enumerate(argv) if i not in (mine[0], mine[0] + 1)
-                                 and not (i < end and a.startswith("--lock-fd="))],
-                  generate_args)
+        with signals_raise():
+            _evaluate(parser, args, [a for i, a in enumerate(argv)
+                                     if i not in (mine[0], mine[0] + 1)
+                                     and not (i < end and a.startswith("--lock-fd="))],
+                      generate_args)
         return
     try:
         # one process at a time in a run directory: not while it trains (checkpoints changing
-        # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock)
-        with RunLock(args.run_dir, step="evaluate"):
+        # under the evaluation), not two evaluations (the trainer's lock, workdir.RunLock);
+        # a signal ends it with its status and a line saying so (finished directions kept)
+        with RunLock(args.run_dir, step="evaluate"), signals_raise():
             _evaluate(parser, args, argv, generate_args)
     except Busy as err:
         parser.exit(1, f"error: {err}\n")

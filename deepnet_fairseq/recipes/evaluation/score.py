@@ -137,7 +137,7 @@ def main(argv=None) -> None:
     except (OSError, ValueError) as err:
         parser.error(str(err))
     summary = summarise(directions)
-    write_record(args.out, "eval", summary, inputs=read)
+    write_record(args.out, "eval", summary, inputs=read, force=args.force)
     for name, d in directions.items():
         extra = f", tokenized BLEU {d['tok_bleu']}" if "tok_bleu" in d else ""
         print(f"{name}: sacreBLEU {d['sacrebleu']}{extra}", file=sys.stderr)

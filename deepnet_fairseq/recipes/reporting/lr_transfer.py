@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
 from ...plotting import pyplot
-from ..records import read_record
+from ..records import read_record, run_names
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
 
@@ -52,10 +52,8 @@ def read_runs(roots: List[str]) -> List[Dict]:
     for root in roots:
         if not os.path.isdir(root):
             raise ValueError(f"{root} is not a directory of runs")
-        for name in sorted(os.listdir(root)):
+        for name in run_names(root):
             run = os.path.join(root, name)
-            if name.startswith(".") or not os.path.isdir(run):
-                continue  # the recipes' marker, stray files
             status = read_record(os.path.join(run, "status.json"), "status")
             config = read_record(os.path.join(run, "config.json"), "run-config")
             if status is None or config is None or "LR" not in config.get("settings", {}):

@@ -54,7 +54,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .. import save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
-from ..records import read_record
+from ..records import read_record, run_names
 from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
                                 ensure_directory, one_line_os_errors)
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
@@ -100,7 +100,7 @@ def collect(dataset: str, runs_dir: str, unreadable: Optional[List[str]] = None)
     is left out of the rows with a warning naming it, and listed in UNREADABLE ("run: why",
     which the table shows): one broken run does not stop the report of the others."""
     rows = []
-    for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+    for name in run_names(runs_dir):
         try:
             row = _row(dataset, runs_dir, name)
         except (RecordError, KeyError, TypeError, ValueError) as error:

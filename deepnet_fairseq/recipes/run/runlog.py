@@ -179,7 +179,7 @@ def main(argv=None) -> None:
     for item in args.meta:
         key, _, value = item.partition("=")
         result[key] = int(value) if re.fullmatch(r"[0-9]+", value) else value  # not "²"
-    write_record(args.out, "status", result, inputs=[args.log])
+    write_record(args.out, "status", result, inputs=[args.log], force=args.force)
     print(f"{result['status']}" + (f": {result['reason']}" if result["reason"] else ""),
           file=sys.stderr)
 

@@ -168,8 +168,8 @@ def prepared_otherwise(cfg: Settings, data: str, using: bool = False) -> Optiona
                if os.path.exists(os.path.join(data, p))]
     try:
         record = read_record(os.path.join(data, "config.json"), "data-config")
-    except RecordError as err:
-        return str(err) if started else None
+    except RecordError as err:  # prepare would write over it: refused, started or not
+        return str(err)
     if not started or record is None:
         return None
     if record.get("dataset") != cfg.dataset:
@@ -235,6 +235,10 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     problem = trained_otherwise(cfg, run_dir)  # before a finished run is reported as this one
     if problem:
         raise SettingError(problem)
+    try:  # the status an attempt replaces, read now: refused before anything is written
+        read_record(os.path.join(run_dir, "status.json"), "status")
+    except RecordError as err:
+        raise SettingError(str(err)) from None
     status = _status(run_dir)
     if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
@@ -284,7 +288,10 @@ def _mark_failed(run_dir: str, reason: str) -> None:
     """Set the run's status to failed, even on a full disk: if no new file can be written,
     overwrite status.json in place (a few hundred bytes fit in the block it already has)."""
     path = os.path.join(run_dir, "status.json")
-    status = {**(_status(run_dir) or {}), "status": "failed", "reason": reason}
+    try:  # read as write_record reads what it replaces: one it cannot read is left as it is
+        status = {**(read_record(path, "status") or {}), "status": "failed", "reason": reason}
+    except RecordError:
+        return
     text = record_text("status", status)
     try:
         write_atomically(path, text)
@@ -453,6 +460,8 @@ def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
     held = [*command[:3], "--lock-fd", str(lock.fd), *command[3:]]
     code, signum = run_forwarding(held, env, [evaluate_log], echo, pass_fds=(lock.fd,))
     if signum:
+        log(cfg, "evaluate", f"{name}: stopped by {signal.Signals(signum).name}; run evaluate.sh "
+                             f"again to resume (finished directions are kept)")
         return 128 + signum
     if code != 0:
         log(cfg, "evaluate", f"evaluation failed; see {run_dir}/evaluate.log")
@@ -547,7 +556,10 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         except (SettingError, Busy, NotOurs) as err:
             # stopped before training (a bad setting for this run, a run held elsewhere)
             log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
-            if not isinstance(err, Busy) and _status(os.path.join(where["RUNS_DIR"], name)) is None:
+            # a run without a status gets one; one whose status cannot be read keeps it
+            # (train's refusal names it)
+            if not isinstance(err, Busy) and not os.path.lexists(
+                    os.path.join(where["RUNS_DIR"], name, "status.json")):
                 write_record(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
                                           "status.json"), "status",
                              {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
