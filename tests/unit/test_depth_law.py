@@ -59,7 +59,8 @@ def test_training_seconds_count_each_logged_interval_once():
     assert fairseq_log.train_seconds(log) == {50: 9, 100: 17, 150: 28, 200: 37}
 
 
-def _run(runs, name, method, enc, dec, width, bleu, lr="1e-3", updates=1000, seconds=None):
+def _run(runs, name, method, enc, dec, width, bleu, lr="1e-3", updates=1000, seconds=None,
+         distinct=1.0):
     run = runs / name
     (run / "eval").mkdir(parents=True)
     (run / "status.json").write_text(json.dumps(
@@ -73,7 +74,7 @@ def _run(runs, name, method, enc, dec, width, bleu, lr="1e-3", updates=1000, sec
          "command": ["fairseq-train", "bin", "--lr", lr, "--arch", "x"]}))
     if bleu is not None:
         (run / "eval" / "eval.json").write_text(json.dumps(score.summarise({
-            "de-en": {"sacrebleu": bleu + 2, "signature": "s", "distinct_share": 1.0},
+            "de-en": {"sacrebleu": bleu + 2, "signature": "s", "distinct_share": distinct},
             "en-de": {"sacrebleu": bleu - 2, "signature": "s", "distinct_share": 1.0}})))
     if seconds:
         (run / "train.log").write_text("".join(
@@ -88,6 +89,8 @@ def test_the_report_tables_size_cost_and_the_law_beside_the_papers(tmp_path):
              seconds=[(500, 1800), (1000, 1800)] if n == 6 else None)
     _run(runs, "deepnet-6L-6L+EMBED_DIM=256", "deepnet", 6, 6, 256, 19.0)
     _run(runs, "ds_init-24L-24L", "ds_init", 24, 24, 64, None)
+    # trained, but one sentence for every input: a language model's BLEU, not on the law
+    _run(runs, "deepnet-200L-200L", "deepnet", 200, 200, 64, 3.0, distinct=0.001)
     report_dir = tmp_path / "out"
     depth_law.main([str(runs), "--out", str(report_dir)])
     rows = {r["run"]: r for r in read_csv(report_dir / "depth_law.csv")}
@@ -107,6 +110,7 @@ def test_the_report_tables_size_cost_and_the_law_beside_the_papers(tmp_path):
     assert "| paper: ds_init | 2.31 | 18.80 | 0.999 | 3 |" in table
     assert "| paper: deepnet | 0.62 | 27.81 | 2 points: exact | 2 |" in table
     assert "| ds_init | 24L-24L |" in table and "| diverged |" in table
+    assert "| ignores its source (0.1% distinct) |" in table
     assert_png(report_dir / "depth_law.png")
     with pytest.raises(SystemExit):  # the report is not replaced without --force
         depth_law.main([str(runs), "--out", str(report_dir)])

@@ -250,7 +250,7 @@ def fits(rows: List[Dict]) -> Dict[str, Fit]:
     return {label: fit for label, pts in by_label.items() if (fit := fit_log(pts))}
 
 
-def _ignores(row: Dict) -> bool:
+def ignores_its_source(row: Dict) -> bool:
     return row["status"] == "ok" and row["distinct_share"] != "" and ignores_source(row)
 
 
@@ -313,7 +313,7 @@ def _cell(runs: Optional[List[Dict]]) -> str:
         if row["status"] != "ok":
             return row["status"]
         marks = [m for m, on in (("stalled", row.get("stalled") is True),
-                                 ("ignores its source", _ignores(row))) if on]
+                                 ("ignores its source", ignores_its_source(row))) if on]
         if row["bleu"] in ("", None):  # evaluated without the table's metric, decode gone
             return "not scored" + (f" (sacreBLEU {row['sacrebleu']})" if row["sacrebleu"] != ""
                                    else "")
@@ -324,7 +324,7 @@ def _cell(runs: Optional[List[Dict]]) -> str:
     stalled = sum(r.get("stalled") is True for r in runs)
     if stalled:
         notes.append(f"{stalled} stalled")
-    ignoring = sum(_ignores(r) for r in runs)
+    ignoring = sum(ignores_its_source(r) for r in runs)
     if ignoring:
         notes.append(f"{ignoring} {'ignores its' if ignoring == 1 else 'ignore their'} source")
     summary = bleu_spread(runs)
@@ -411,7 +411,7 @@ def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
             for label in labels:
                 cells = [_sacrebleu(index.get((label, n, m), [])) for n, m in depths]
                 out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
-    collapsed = [r for r in rows if _ignores(r)]
+    collapsed = [r for r in rows if ignores_its_source(r)]
     if collapsed:
         out.append(f"\nRuns with fewer than {DEFAULT_MIN_SHARE:.0%} distinct test translations "
                    "(in their worst direction; a model that ignores its source writes the same "
