@@ -211,7 +211,8 @@ def test_a_config_file_sets_only_what_its_dataset_reads(tmp_path, dataset, sourc
     """LANGS in a wmt17 file, TRAIN_TEXT with SOURCE=download, LOCAL_DIR beside the shipped
     corpus: each was dropped without a word. Generated from the declarations (every dataset,
     every SOURCE it reads, every setting declared with read_when): refused naming the file
-    exactly where its condition does not hold; where it holds, accepted; the same value from
+    (or the sweep's RUNS entry, for a setting a run may set) exactly where its condition does
+    not hold; where it holds, accepted; the same value from
     the environment is a note, not a refusal."""
     value = VALUES.get(name, str(tmp_path / "text"))
     env = {"DEEPNET_WORK": str(tmp_path / "work"), "DEVICE": "cpu"}
@@ -225,6 +226,12 @@ def test_a_config_file_sets_only_what_its_dataset_reads(tmp_path, dataset, sourc
                                            f"exp.toml\\) is not read by dataset {dataset} "
                                            f"with SOURCE={source}: {re.escape(why)}"):
         settings.resolve(dataset, env, REPO, lambda: 0, given=given)
+    if SETTINGS[name].scope == "run":  # a sweep's RUNS entry may set it: the same rule
+        entry = "sweep RUNS entry deepnet:6:6:" + f"{name}={value}"
+        with pytest.raises(SettingError, match=f"{name}={re.escape(value)} \\(from "
+                                               f"{re.escape(entry)}\\) is not read"):
+            settings.resolve(dataset, {**env, "SOURCE": source}, REPO, lambda: 0,
+                             run={name: (value, entry)})
     noted = settings.resolve(dataset, {**env, "SOURCE": source, name: value}, REPO, lambda: 0)
     assert any(note.startswith(f"{name} (environment {name}) is not read") for note in
                noted.notes), noted.notes

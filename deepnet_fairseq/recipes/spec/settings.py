@@ -382,6 +382,9 @@ class Settings:
     # settings given by a config file (name -> (value, source)), below the environment; kept
     # so that a sweep resolves each of its runs from the same file
     given: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
+    # the names one run of a sweep sets (its RUNS entry's KEY=VALUE): refused where unread,
+    # as a config file's are, since the entry would name a run by a value nothing reads
+    per_run: frozenset = frozenset()
     frozen: bool = False
 
     @property
@@ -582,7 +585,7 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     problems = unknown_names(env)
     if problems:
         raise SettingError("\n".join(problems))
-    cfg = Settings(dataset, repo, given=dict(given or {}))
+    cfg = Settings(dataset, repo, given=dict(given or {}), per_run=frozenset(run or ()))
     for name in SETTINGS:
         found = from_env(env, name)
         if found:
@@ -718,14 +721,14 @@ def unread(cfg: "Settings") -> Dict[str, str]:
 
 
 def check_read(cfg: "Settings") -> None:
-    """A config file sets only what its dataset reads: a value the steps would not read (LANGS
-    for a dataset of one pair, TRAIN_TEXT with SOURCE=download) is refused, naming the file,
-    rather than dropped without a word. The environment, shared by every dataset's commands,
-    gets a note instead."""
+    """A config file or a RUNS entry sets only what its dataset reads: a value the steps would
+    not read (LANGS for a dataset of one pair, TRAIN_TEXT with SOURCE=download, TEMPERATURE in
+    the entry of a one-pair sweep) is refused, naming where it came from, rather than dropped
+    without a word. The environment, shared by every dataset's commands, gets a note instead."""
     problems = []
     for name, why in unread(cfg).items():
-        if name in cfg.given:
-            value, source = cfg.given[name]
+        if name in cfg.given or name in cfg.per_run:
+            value, source = cfg.given.get(name) or (cfg.values[name], cfg.sources[name])
             problems.append(f"{name}={value} (from {source}) is not read by dataset "
                             f"{cfg.dataset} with SOURCE={cfg['SOURCE']}: {why}; remove it from "
                             "the file, or set what reads it")
