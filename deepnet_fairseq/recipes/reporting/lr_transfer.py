@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
 from ...plotting import pyplot
-from ..records import read_record
+from ..records import read_record, read_status
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
 
@@ -56,7 +56,7 @@ def read_runs(roots: List[str]) -> List[Dict]:
             run = os.path.join(root, name)
             if name.startswith(".") or not os.path.isdir(run):
                 continue  # the recipes' marker, stray files
-            status = read_record(os.path.join(run, "status.json"), "status")
+            status = read_status(run)
             config = read_record(os.path.join(run, "config.json"), "run-config")
             if status is None or config is None or "LR" not in config.get("settings", {}):
                 continue  # not a run of a sweep with a learning-rate axis (or not started)

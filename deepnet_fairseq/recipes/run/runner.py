@@ -32,7 +32,7 @@ from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
 from .. import write_atomically
-from ..records import read_record, record_text, write_record
+from ..records import read_record, read_status, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, peak_lr, plan_layout, task_args, train_command,
                      train_environment)
@@ -61,9 +61,10 @@ def _append(path: str, text: str) -> None:
 
 
 def _status(run_dir: str) -> Optional[dict]:
-    """The run's status record; None if it has none or it cannot be read (it is rewritten)."""
+    """The run's status record (``read_status``: a killed launcher's ``running`` is
+    ``interrupted``); None if it has none or it cannot be read (it is rewritten)."""
     try:
-        return read_record(os.path.join(run_dir, "status.json"), "status")
+        return read_status(run_dir)
     except (OSError, RecordError):
         return None
 
