@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -130,7 +131,7 @@ def _rename_host(run_dir: str) -> None:
     """The lock file names another host (a launcher on another node of a shared disk)."""
     path = os.path.join(run_dir, workdir.LOCK)
     text = open(path).read().replace(f" on {socket.gethostname()} ", " on node-17 ")
-    with open(path, "w") as out:  # noqa: the test's own fixture, an advisory lock's file
+    with open(path, "w") as out:  # the lock is advisory: its holder keeps it
         out.write(text)
 
 
@@ -192,7 +193,7 @@ def test_a_probe_of_the_lock_does_not_turn_a_launch_away(tmp_path):
     fd = os.open(os.path.join(run_dir, workdir.LOCK), os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_SH)  # a probe caught mid-way, released a moment later
     try:
-        timer = __import__("threading").Timer(0.2, os.close, (fd,))
+        timer = threading.Timer(0.2, os.close, (fd,))
         timer.start()
         with workdir.RunLock(run_dir, step="train"):
             pass
