@@ -268,6 +268,39 @@ def test_wmt17_torchrun_killed_while_its_workers_import_leaves_nothing(wmt17):
     assert (status["status"], status["num_updates"], status["attempt"]) == ("ok", 4, 2), status
 
 
+def test_wmt17_a_launcher_killed_reads_as_interrupted_and_the_next_launch_resumes(wmt17):
+    """SIGKILL of the launcher (train.sh execs it), which can record nothing: its trainer dies
+    with it, the run's lock is free, and every reader sees the status.json left "running" as
+    interrupted; the next launch resumes."""
+    from deepnet_fairseq.recipes.records import read_status
+    from deepnet_fairseq.recipes.reporting import report
+
+    run = wmt17 / "runs" / "launcher-killed"
+    settings = dict(RUN_NAME="launcher-killed", METHOD="deepnet", LAYERS="1", MAX_UPDATE="24",
+                    SAVE_INTERVAL_UPDATES="3")
+    launcher = subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO,
+                                env=recipe_env(wmt17, **settings), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    log = run / "train.log"
+    wait_for(lambda: log.exists() and "Saved checkpoint" in log.read_text(),
+             "saved checkpoint in train.log", procs=[launcher])
+    launcher.kill()
+    launcher.wait()
+    assert json.load(open(run / "status.json"))["status"] == "running"  # as the launcher left it
+    deadline = time.time() + 60  # its trainer ends (parent-death signal), freeing the lock
+    while time.time() < deadline and read_status(str(run))["status"] == "running":
+        time.sleep(0.2)
+    status = read_status(str(run))
+    assert status["status"] == "interrupted", status
+    assert "its launcher ended without recording its end" in status["reason"]
+    row = next(r for r in report.collect("wmt17", str(wmt17 / "runs")) if r["run"] == run.name)
+    assert row["status"] == "interrupted"
+    recipe("wmt17", "train", wmt17, **settings)
+    status = json.load(open(run / "status.json"))
+    assert (status["status"], status["num_updates"], status["attempt"]) == ("ok", 24, 2)
+    assert "Loaded checkpoint" in (run / "attempts" / "attempt-2.log").read_text()
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
