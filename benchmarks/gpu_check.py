@@ -78,6 +78,7 @@ from deepnet_fairseq import fairseq_log  # noqa: E402
 from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
 from deepnet_fairseq.recipes import write_atomically, write_json  # noqa: E402
 from deepnet_fairseq.recipes.data import prepare  # noqa: E402
+from deepnet_fairseq.recipes.records import read_status  # noqa: E402
 from deepnet_fairseq.recipes.run import runner  # noqa: E402
 from deepnet_fairseq.recipes.run.launch import (method_args, paths, plan_layout,  # noqa: E402
                                                 task_args, train_command)
@@ -473,8 +474,7 @@ class Checks:
                 text = handle.read()
             write_atomically(os.path.join(case, "train.log"), text)
             stop_if_interrupted(code)
-            with open(os.path.join(run_dir, "status.json"), encoding="utf-8") as handle:
-                status = json.load(handle)
+            status = read_status(run_dir) or {"status": "none (no status.json)"}
             return judge_training(parse_train_log(text), status, code, precision,
                                   self.args.updates, self.args.min_loss_drop,
                                   self.args.overflow_run)

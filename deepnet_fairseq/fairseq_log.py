@@ -149,6 +149,15 @@ def vocab_size(dictionary: str) -> int:
         return sum(1 for _ in handle) + 4
 
 
+def _signal_name(number: int) -> str:
+    import signal as signals  # classify's own argument is named signal
+
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 0,
              signal: Optional[str] = None) -> Dict:
     """The status of one attempt from its log; SIGNAL: the signal that stopped it, if any."""
@@ -172,6 +181,10 @@ def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 
     elif exit_code != 0:
         errors = [m.group(0) for m in _ERROR.finditer(log_text)]
         reason = errors[-1].strip() if errors else f"fairseq-train exited {exit_code}"
+        if exit_code < 0 and not errors:  # a signal no launcher of the recipes passed on
+            reason = (f"training was killed by {_signal_name(-exit_code)} (the launcher did "
+                      f"not send it: the out-of-memory killer, a kill by hand); the next "
+                      f"launch resumes from checkpoint_last.pt")
         result.update(status="failed", reason=reason[:300])
     elif last_valid is not None and not (last_valid < uniform) and (
             math.isnan(last_valid) or result["num_updates"] >= min_updates):

@@ -34,15 +34,25 @@ place only when one applies (2+ CPU processes, bf16, or fp16 on CPU):
    The arithmetic is fairseq's own fp16 arithmetic, run by torch's CPU half-precision kernels.
 
 And under torchrun (the recipes launch every torchrun run through this module), each worker
-dies with torchrun: it asks Linux for SIGTERM when its parent, torchrun's agent, dies, so a
-SIGKILL of torchrun alone (which cannot pass anything on) leaves no worker training. Everything
-else is fairseq-train's own ``cli_main``.
+dies with torchrun: before it imports anything else (fairseq and torch take seconds, during
+which torchrun may be killed) it asks Linux for SIGTERM when its parent, torchrun's agent, dies,
+and ends at once if that parent has died already (``processes.die_with_launcher``: the recipes'
+launcher is then no longer among its ancestors). So a SIGKILL of torchrun alone (which cannot
+pass anything on) leaves no worker training or waiting in the rendezvous. Everything else is
+fairseq-train's own ``cli_main``.
 """
 
 import os
 import sys
 
-from .storage.fileio import one_line_os_errors
+# a worker torchrun started (on its node, a child of torchrun, which is the launcher's child;
+# srun's tasks are not: slurmstepd starts them, on every node)
+if __name__ == "__main__" and "TORCHELASTIC_RUN_ID" in os.environ:
+    from .processes import die_with_launcher
+
+    die_with_launcher()  # first: see the docstring's last paragraph
+
+from .storage.fileio import one_line_os_errors  # noqa: E402  (after the parent's identity)
 
 
 def _cpu_launch_init(cfg) -> None:
@@ -99,10 +109,7 @@ def main() -> None:
     from fairseq_cli.train import cli_main
 
     from . import register
-    from .processes import die_with_parent
 
-    if "TORCHELASTIC_RUN_ID" in os.environ:  # a worker torchrun started
-        die_with_parent(os.getppid())
     register()  # fairseq skips a --user-dir whose package is already imported
     install()
     sys.argv[0] = "fairseq-train"

@@ -148,3 +148,28 @@ def run_names(runs_dir: str) -> List[str]:
         return []
     return sorted(name for name in os.listdir(runs_dir)
                   if not name.startswith(".") and os.path.isdir(os.path.join(runs_dir, name)))
+
+
+def read_status(run_dir: str) -> Optional[dict]:
+    """RUN_DIR's status record (``read_record``), for every reader of it: one that says
+    ``running`` while no launcher holds the run's lock (``RUN/.lock``, which the kernel drops
+    when the launcher and its trainer are gone, however they died) reads as ``interrupted``,
+    its reason saying so; one whose lock cannot be probed from here (another host's) keeps
+    ``running``, its reason saying that it cannot be told."""
+    from ..storage.directories import lock_state
+
+    status = read_record(os.path.join(run_dir, "status.json"), "status")
+    if status is None or status.get("status") != "running":
+        return status
+    state, holder = lock_state(run_dir)
+    began = status.get("reason") or "running"
+    if state == "unknown":
+        return {**status, "reason": f"{began}; whether it still runs cannot be told here: "
+                                    f"{holder}"}
+    if state == "free":
+        return {**status, "status": "interrupted",
+                "reason": f"{began}; its launcher ended without recording its end (killed: "
+                          f"SIGKILL, out of memory, a lost node), no process holds "
+                          f"{os.path.join(run_dir, '.lock')} (last: {holder}); training "
+                          f"again resumes from checkpoint_last.pt"}
+    return status

@@ -10,7 +10,9 @@ handed to fairseq (checkpoints, results) is made and marked here first.
 import contextlib
 import errno
 import os
+import re
 import shutil
+from typing import Tuple
 
 from .fileio import MARKER, create_new, refuse_planted_links
 
@@ -89,6 +91,38 @@ def publish(tmp: str, path: str) -> None:
 
 
 LOCK = ".lock"
+PROBE_RETRIES, PROBE_WAIT_S = 20, 0.05  # a launch waits this long for readers' probes
+
+
+def lock_state(directory: str, name: str = LOCK) -> Tuple[str, str]:
+    """Whether a launcher holds DIRECTORY's lock (``RunLock``), without waiting or writing:
+    ("held", its holder line), ("free", the last holder's line: none holds it now), or
+    ("unknown", why: another host's lock on a shared file system, which this host may not
+    see held; a lock file this process cannot open). Probed with a shared lock taken and
+    dropped at once; a launch that meets it retries for a moment (``PROBE_RETRIES``)."""
+    import fcntl
+    import socket
+
+    path = os.path.join(directory, name)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return "free", "no lock file"
+    except OSError as err:
+        return "unknown", f"{path}: {err.strerror}"
+    try:
+        holder = os.read(fd, 300).decode("utf-8", "replace").strip()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return "held", holder
+    finally:
+        os.close(fd)  # drops the probe's lock, if taken
+    host = re.match(r"pid [0-9]+ on (\S+) since ", holder)
+    if host and host.group(1) != socket.gethostname():
+        return "unknown", (f"{path} names host {host.group(1)} ({holder}): a lock held there "
+                           f"is not always seen from {socket.gethostname()}")
+    return "free", holder
 
 
 class Busy(RuntimeError):
@@ -115,6 +149,7 @@ class RunLock:
         import datetime
         import fcntl
         import socket
+        import time
 
         # never through a link planted as DIR/.lock (its target would be truncated below)
         try:
@@ -124,9 +159,14 @@ class RunLock:
                 raise
             raise OSError(errno.ELOOP, "a symbolic link where the recipes keep a run's lock: "
                                        "they follow no link there", self.path) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        for attempt in range(PROBE_RETRIES + 1):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt < PROBE_RETRIES:  # a reader's probe (``lock_state``) holds it
+                    time.sleep(PROBE_WAIT_S)  # for an instant
+        else:
             holder = os.read(fd, 300).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
             raise Busy(f"{os.path.dirname(self.path)} is in use by {holder}: {self.rule}. Wait "

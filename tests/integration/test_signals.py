@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from deepnet_fairseq import processes
 from deepnet_fairseq.storage import directories as workdir
 from support import PY, REPO, process_alive
@@ -104,3 +106,60 @@ def test_output_is_logged_live_and_a_signal_is_passed_on(tmp_path):
         assert open(path).read() == "first\ngot SIGTERM\n"
     # our own handler is restored afterwards
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+# A child that leaves a process of its own running in another session (as torchrun's workers
+# are, after a SIGKILL of torchrun): it prints that process's pid, then dies.
+LEAVES_ONE = ("setsid bash -c 'echo $$; exec sleep 300' & sleep 0.5; kill -9 $$")
+# each launcher of processes.py (the functions that start a child: ``_start``'s callers)
+LAUNCHERS = {
+    "run_forwarding": "processes.run_forwarding(CMD, dict(os.environ), [LOG])",
+    "run_forwarding without logs": "processes.run_forwarding(CMD, dict(os.environ))",
+    "run_many": "processes.run_many([CMD], dict(os.environ), [LOG], 1, lambda i, c: True)",
+}
+
+
+def test_each_launcher_of_processes_is_tested_for_what_its_child_leaves():
+    import ast
+
+    tree = ast.parse(open(processes.__file__, encoding="utf-8").read())
+    starting = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                and any(isinstance(c, ast.Call) and getattr(c.func, "id", "") == "_start"
+                        for c in ast.walk(f))}
+    assert starting == {name.split()[0] for name in LAUNCHERS}
+
+
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+def test_a_launcher_ends_what_its_child_left_running(tmp_path, launcher):
+    """The child is gone: what it left in a session of its own (out of reach of its process
+    group) is ended, the launcher returns instead of reading a pipe the orphan holds, and it
+    says so, in the log and on stderr."""
+    log = tmp_path / "child.log"
+    out = tmp_path / "launcher.out"
+    script = (f"import os, sys\nfrom deepnet_fairseq import processes\n"
+              f"CMD, LOG = ['bash', '-c', {LEAVES_ONE!r}], {str(log)!r}\n"
+              f"print({LAUNCHERS[launcher]}, flush=True)\n")
+    errors = tmp_path / "launcher.err"
+    with open(out, "w") as stdout, open(errors, "w") as stderr:  # files: the orphan holds them
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=stdout,
+                                stderr=stderr, env={**os.environ, "PYTHONPATH": REPO})
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    finally:
+        text = (log.read_text() if log.exists() else "") + out.read_text()
+        left = [int(word) for word in text.split() if word.isdigit()][:1]
+        for pid in left:  # whatever the outcome, nothing left behind by the test
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    err = errors.read_text()
+    assert proc.returncode == 0, f"the launcher did not return: {err[-2000:]}"
+    assert left and not process_alive(left[0])
+    said = (f"deepnet_fairseq: bash ended (killed by SIGKILL) and left 1 of its processes "
+            f"running (pids {left[0]}): ended them")
+    if "without logs" not in launcher:
+        assert said in log.read_text()
+    if launcher.startswith("run_forwarding"):  # run_many's callers report from the logs
+        assert said in err

@@ -203,6 +203,104 @@ def test_wmt17_sigterm_is_interrupted_and_the_next_launch_resumes(wmt17):
     assert first in whole and second in whole
 
 
+def _environ(pid: int) -> dict:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            pairs = handle.read().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return {}
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def test_wmt17_torchrun_killed_while_its_workers_import_leaves_nothing(wmt17):
+    """torchrun SIGKILLed while its 2 workers still import (within a fraction of a second of
+    their start, seconds before fairseq is loaded): no worker is left waiting in the rendezvous,
+    the launcher ends with a clear status instead of waiting on them, and a re-run trains."""
+    run = wmt17 / "runs" / "torchrun-killed"
+    settings = dict(RUN_NAME="torchrun-killed", METHOD="deepnet", LAYERS="1", NPROC="2",
+                    MAX_TOKENS="2048", MAX_UPDATE="4", SAVE_INTERVAL_UPDATES="2")
+    launcher = subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO, text=True,
+                                env=recipe_env(wmt17, **settings), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
+    torchrun, workers = None, []
+    try:
+        deadline = time.time() + 300
+        while len(workers) < 2:
+            assert launcher.poll() is None and time.time() < deadline, "no 2 workers started"
+            for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+                env = _environ(pid)
+                if env.get("RUN_NAME") == "torchrun-killed" and "TORCHELASTIC_RUN_ID" in env:
+                    torchrun = _ppid(pid)
+                    workers = sorted({*workers, pid})
+            time.sleep(0.02)
+        os.kill(torchrun, signal.SIGKILL)  # the workers are importing: none has trained yet
+        log_then = (run / "train.log").read_text()
+        assert "distributed init" not in log_then  # the window was hit: before fairseq's init
+        try:
+            code = launcher.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            code = None
+        assert code is not None, "the launcher waited on torchrun's orphaned workers"
+        err = launcher.stderr.read()
+        assert code == 1, err[-3000:]
+        deadline = time.time() + 30
+        while time.time() < deadline and any(map(process_alive, workers)):
+            time.sleep(0.2)
+        assert not any(map(process_alive, [torchrun, *workers])), "a worker outlived torchrun"
+        status = json.load(open(run / "status.json"))
+        assert status["status"] == "failed", status
+        assert status["reason"].startswith("training was killed by SIGKILL"), status
+        assert "FAILED: training was killed by SIGKILL" in err
+    finally:  # whatever the outcome, nothing left behind by the test
+        for pid in [launcher.pid, *filter(None, [torchrun]), *workers]:
+            if process_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    recipe("wmt17", "train", wmt17, **settings)  # a re-run ends right
+    status = json.load(open(run / "status.json"))
+    assert (status["status"], status["num_updates"], status["attempt"]) == ("ok", 4, 2), status
+
+
+def test_wmt17_a_launcher_killed_reads_as_interrupted_and_the_next_launch_resumes(wmt17):
+    """SIGKILL of the launcher (train.sh execs it), which can record nothing: its trainer dies
+    with it, the run's lock is free, and every reader sees the status.json left "running" as
+    interrupted; the next launch resumes."""
+    from deepnet_fairseq.recipes.records import read_status
+    from deepnet_fairseq.recipes.reporting import report
+
+    run = wmt17 / "runs" / "launcher-killed"
+    settings = dict(RUN_NAME="launcher-killed", METHOD="deepnet", LAYERS="1", MAX_UPDATE="24",
+                    SAVE_INTERVAL_UPDATES="3")
+    launcher = subprocess.Popen(["bash", script("wmt17", "train")], cwd=REPO,
+                                env=recipe_env(wmt17, **settings), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    log = run / "train.log"
+    wait_for(lambda: log.exists() and "Saved checkpoint" in log.read_text(),
+             "saved checkpoint in train.log", procs=[launcher])
+    launcher.kill()
+    launcher.wait()
+    assert json.load(open(run / "status.json"))["status"] == "running"  # as the launcher left it
+    deadline = time.time() + 60  # its trainer ends (parent-death signal), freeing the lock
+    while time.time() < deadline and read_status(str(run))["status"] == "running":
+        time.sleep(0.2)
+    status = read_status(str(run))
+    assert status["status"] == "interrupted", status
+    assert "its launcher ended without recording its end" in status["reason"]
+    row = next(r for r in report.collect("wmt17", str(wmt17 / "runs")) if r["run"] == run.name)
+    assert row["status"] == "interrupted"
+    recipe("wmt17", "train", wmt17, **settings)
+    status = json.load(open(run / "status.json"))
+    assert (status["status"], status["num_updates"], status["attempt"]) == ("ok", 24, 2)
+    assert "Loaded checkpoint" in (run / "attempts" / "attempt-2.log").read_text()
+
+
 def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

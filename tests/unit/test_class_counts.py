@@ -11,6 +11,7 @@ import test_file_layer  # noqa: E402
 import test_hostile_inputs  # noqa: E402
 import test_hostile_exits  # noqa: E402
 import test_hostile_records  # noqa: E402
+import test_hostile_processes  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
@@ -34,6 +35,8 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "train, evaluate and the sweep on data prepared under each changed data setting, {}"),
     (test_file_layer, "test_no_door_of_the_layer_follows_a_link_planted_in_a_marked_directory",
      "at each door of the file layer, {}"),
+    (test_hostile_processes, "test_a_status_is_read_as_its_runs_lock_says",
+     "x 4 recorded statuses, {} cases"),
     (test_file_layer, "test_the_scan_sees_each_kind_of_write",
      "the source scan must see, {}"),
     (test_hostile_inputs, "test_one_file_in_two_roles_is_refused", "one file in two roles, {}"),

@@ -123,8 +123,8 @@ def test_every_kind_is_written_through_write_record_alone():
         for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             called = {getattr(c.func, "id", None) for c in ast.walk(function)
                       if isinstance(c, ast.Call)}
-            if "record_text" in called:
-                assert "read_record" in called, (module, function.name)
+            if "record_text" in called:  # read_status is read_record for a status
+                assert called & {"read_record", "read_status"}, (module, function.name)
 
 
 # ---- the writers' doors: the commands the issue found writing over what they could not read
@@ -184,6 +184,21 @@ def test_evaluate_neither_keeps_nor_replaces_an_eval_it_cannot_read(tmp_path, mo
     assert "already evaluated" not in err
     assert open(result).read() == DAMAGED[damage]("eval")
     assert not os.path.exists(os.path.join(run_dir, "evaluate.config.json"))
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGED))
+def test_evaluate_names_a_status_it_cannot_read(tmp_path, monkeypatch, capsys, damage):
+    """evaluate.sh where status.json cannot be read: refused naming it and its step, not "has
+    not trained successfully" (which sent the user to train a run that had trained)."""
+    work = tmp_path / "work"
+    cfg = _prepare_cfg(work)
+    run_dir = workdir.make_dirs(runner.paths(cfg)["RUN_DIR"])
+    status = os.path.join(run_dir, "status.json")
+    open(status, "w").write(DAMAGED[damage]("status"))
+    code, err = _main(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "SOURCE": "multi30k"},
+                      ["wmt17", "evaluate"])
+    _refused(code, err, status, "train.sh")
+    assert "has not trained" not in err and open(status).read() == DAMAGED[damage]("status")
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGED))

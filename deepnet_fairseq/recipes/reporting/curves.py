@@ -29,7 +29,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
-from ..records import read_record
+from ..records import read_record, read_status
 from ...fairseq_log import train_seconds, valid_curve
 from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,
@@ -108,7 +108,7 @@ def export(run_dir: str, out_dir: str) -> str:
 def tokens_per_update(run_dir: str) -> int:
     """The run's tokens per update, as its status.json records it (ValueError where it does
     not: a run trained before it was recorded)."""
-    status = read_record(os.path.join(run_dir, "status.json"), "status") or {}
+    status = read_status(run_dir) or {}
     if not isinstance(status.get("tokens_per_update"), int):
         raise ValueError(f"{run_dir}: its status.json does not record its tokens per update, "
                          "which --tokens needs")

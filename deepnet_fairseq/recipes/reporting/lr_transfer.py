@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
 from ...plotting import pyplot
-from ..records import read_record, run_names
+from ..records import read_record, read_status, run_names
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
 
@@ -54,7 +54,7 @@ def read_runs(roots: List[str]) -> List[Dict]:
             raise ValueError(f"{root} is not a directory of runs")
         for name in run_names(root):
             run = os.path.join(root, name)
-            status = read_record(os.path.join(run, "status.json"), "status")
+            status = read_status(run)
             config = read_record(os.path.join(run, "config.json"), "run-config")
             if status is None or config is None or "LR" not in config.get("settings", {}):
                 continue  # not a run of a sweep with a learning-rate axis (or not started)

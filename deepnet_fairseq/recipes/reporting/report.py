@@ -54,7 +54,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .. import save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
-from ..records import read_record, run_names
+from ..records import read_record, read_status, run_names
 from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
                                 ensure_directory, one_line_os_errors)
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source
@@ -167,7 +167,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     from ..evaluation.evaluate import evaluated_checkpoints_changed
 
     run_dir = os.path.join(runs_dir, name)
-    status = read_record(os.path.join(run_dir, "status.json"), "status")
+    status = read_status(run_dir)  # a launcher killed meanwhile: interrupted
     if status is None:
         return None
     # a run as training left it (eval/eval.json), or as recipes.reporting.curves --export keeps it

@@ -32,7 +32,7 @@ from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
 from .. import write_atomically
-from ..records import read_record, record_text, write_record
+from ..records import read_record, read_status, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, peak_lr, plan_layout, task_args, train_command,
                      train_environment)
@@ -61,11 +61,21 @@ def _append(path: str, text: str) -> None:
 
 
 def _status(run_dir: str) -> Optional[dict]:
-    """The run's status record; None if it has none or it cannot be read (it is rewritten)."""
+    """The run's status record (``read_status``: a killed launcher's ``running`` is
+    ``interrupted``); None if it has none or it cannot be read (it is rewritten)."""
     try:
-        return read_record(os.path.join(run_dir, "status.json"), "status")
+        return read_status(run_dir)
     except (OSError, RecordError):
         return None
+
+
+def _readable_status(run_dir: str) -> Optional[dict]:
+    """The run's status record (``read_status``), None if it has none; one this code cannot
+    read is refused (``SettingError``, naming it and what to do), not taken for no status."""
+    try:
+        return read_status(run_dir)
+    except RecordError as err:
+        raise SettingError(str(err)) from None
 
 
 def _next_attempt(attempts: str, suffix: str) -> int:
@@ -235,11 +245,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     problem = trained_otherwise(cfg, run_dir)  # before a finished run is reported as this one
     if problem:
         raise SettingError(problem)
-    try:  # the status an attempt replaces, read now: refused before anything is written
-        read_record(os.path.join(run_dir, "status.json"), "status")
-    except RecordError as err:
-        raise SettingError(str(err)) from None
-    status = _status(run_dir)
+    status = _readable_status(run_dir)  # the one an attempt replaces: before anything is written
     if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
@@ -289,7 +295,7 @@ def _mark_failed(run_dir: str, reason: str) -> None:
     overwrite status.json in place (a few hundred bytes fit in the block it already has)."""
     path = os.path.join(run_dir, "status.json")
     try:  # read as write_record reads what it replaces: one it cannot read is left as it is
-        status = {**(read_record(path, "status") or {}), "status": "failed", "reason": reason}
+        status = {**(read_status(run_dir) or {}), "status": "failed", "reason": reason}
     except RecordError:
         return
     text = record_text("status", status)
@@ -420,7 +426,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
         print(shlex.join(command))
         return 0
     data_otherwise(cfg)  # it decodes data/bin and scores against data/raw
-    status = _status(run_dir)
+    status = _readable_status(run_dir)  # an unreadable one is that, not "not trained"
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
