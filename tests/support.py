@@ -237,3 +237,26 @@ def read_csv(path):
     """The rows of a CSV file with a header, as dicts."""
     with open(path) as f:
         return list(csv.DictReader(f))
+
+
+def tensorboard_scalars(directory) -> dict:
+    """tag -> [(step, value)] of the scalars in the TensorBoard event files under DIRECTORY,
+    read from the record format itself (length, its CRC, an Event proto, the data's CRC), not
+    through the writer's library."""
+    import struct
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    scalars: dict = {}
+    for root, _, files in os.walk(directory):
+        for name in sorted(f for f in files if "tfevents" in f):
+            data = open(os.path.join(root, name), "rb").read()
+            at = 0
+            while at < len(data):
+                (length,) = struct.unpack("<Q", data[at:at + 8])
+                event = Event.FromString(data[at + 12:at + 12 + length])
+                at += 12 + length + 4
+                for value in event.summary.value:
+                    scalars.setdefault((os.path.relpath(root, directory), value.tag),
+                                       []).append((event.step, value.simple_value))
+    return scalars

@@ -23,7 +23,7 @@ import pytest
 
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes.reporting import curves
-from support import REPO, process_alive, process_cmdline, read_csv
+from support import REPO, process_alive, process_cmdline, read_csv, tensorboard_scalars
 
 
 MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
@@ -162,6 +162,15 @@ def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):
     log = open(wmt17 / "runs" / "two-processes" / "train.log").read()
     assert "distributed init (rank 1)" in log and "'distributed_world_size': 2" in log
     assert "'bf16': True" in log and "'tpu': False" in log
+    # fairseq's TensorBoard events beside the log, from the master process alone: each
+    # validation's loss as the log has it, once
+    events = tensorboard_scalars(wmt17 / "runs" / "two-processes" / "tensorboard")
+    logged = [(int(n), float(loss)) for loss, n in re.findall(
+        r"valid on 'valid' subset \| loss ([0-9.]+) .*\| num_updates ([0-9]+)", log)]
+    assert logged and [n for n, _ in events["valid", "loss"]] == [n for n, _ in logged]
+    assert [v for _, v in events["valid", "loss"]] == pytest.approx([v for _, v in logged],
+                                                                     abs=1e-3)
+    assert ("train", "loss") in events  # the epoch's (4 updates log no train_inner)
 
 
 def wait_for(predicate, what, timeout=300, procs=()):

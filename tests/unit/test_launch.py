@@ -109,7 +109,7 @@ def test_train_args_may_not_set_what_the_recipe_sets(extra, named):
     ("-atransformer", r"-a \(--arch\) is set by the recipe from METHOD"),
     ("-s de -t en", r"-s \(--source-lang\) .* from SRC.*-t \(--target-lang\) .* from TGT"),
     ("--fp16", "--fp16 is set by the recipe from PRECISION"),  # fp32 here: still PRECISION's
-    ("--tensorboard-logdir /tmp/tb", "--tensorboard-logdir writes the training log outside"),
+    ("--tensorboard-logdir /tmp/tb", "--tensorboard-logdir moves the TensorBoard event files the recipe writes"),
     ("--restore-file /elsewhere/checkpoint.pt", "--restore-file starts from weights outside"),
     ("--disable-validation", "--disable-validation removes or cuts short the validation"),
     ("--train-subset valid", "--train-subset changes the split the run trains or validates"),
@@ -698,3 +698,13 @@ def test_lr_base_layers_moves_the_peak_rate_by_docs_methods_rule():
     assert float(option(cmd, "--lr")) == pytest.approx(4e-3 * 0.34641, rel=1e-4)
     _, _, cmd = plan({"DEVICE": "cpu", "SIZE": "mini", "LR": "4e-3", "LAYERS": "50"})
     assert option(cmd, "--lr") == "4e-3"
+
+
+@pytest.mark.parametrize("dataset", ["wmt17", "opus100"])
+def test_every_run_writes_tensorboard_events_inside_its_own_directory(tmp_path, dataset):
+    """fairseq's TensorBoard events go to RUN/tensorboard (made by the runner like its
+    checkpoints), never outside the run, whatever the dataset."""
+    cfg, _, command = plan({"DEEPNET_WORK": str(tmp_path), "DEVICE": "cpu",
+                            "RUN_NAME": "r"}, dataset)
+    assert option(command, "--tensorboard-logdir") == str(tmp_path / "runs" / "r" /
+                                                          "tensorboard")

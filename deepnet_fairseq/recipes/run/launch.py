@@ -278,6 +278,7 @@ def paths(cfg: Settings) -> dict:
     return {"WORK": work, "DATA_DIR": data, "BIN": os.path.join(data, "bin"),
             "RAW": os.path.join(data, "raw"), "RUNS_DIR": os.path.join(work, "runs"),
             "RUN_DIR": run, "CHECKPOINTS": os.path.join(run, "checkpoints"),
+            "TENSORBOARD": os.path.join(run, "tensorboard"),
             "RESULTS": os.path.join(work, "results")}
 
 
@@ -385,8 +386,10 @@ OUTSIDE = {
                      "bpe_vocab", "lang_dict", "source_dict", "target_dict", "fixed_dictionary",
                      "extra_data", "sampling_weights_from_file"),
                     "reads a file outside the run that its records would not name"),
-    **dict.fromkeys(("log_file", "tensorboard_logdir", "aim_repo", "wandb_project",
-                     "azureml_logging"),
+    "tensorboard_logdir": "moves the TensorBoard event files the recipe writes into the run's "
+                          "own tensorboard/ (tensorboard --logdir $DEEPNET_WORK/runs shows "
+                          "every run)",
+    **dict.fromkeys(("log_file", "aim_repo", "wandb_project", "azureml_logging"),
                     "writes the training log outside the run (or off this machine); the run's "
                     "train.log has every logged value: python -m "
                     "deepnet_fairseq.recipes.reporting.curves RUN_DIR plots them"),
@@ -566,6 +569,9 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
         args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
     args += per_tensor_steps(layout, method, args)
     args += ["--save-dir", where["CHECKPOINTS"],
+             # fairseq's own TensorBoard logging (its master process: train_inner, train and
+             # valid scalars), beside the run's log, for the tools users look with
+             "--tensorboard-logdir", where["TENSORBOARD"],
              "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
              "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
              "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]

@@ -317,6 +317,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     # fairseq writes and deletes checkpoints in it: made and marked here first, so that a
     # link planted in its place is refused (make_dirs) rather than followed by fairseq
     make_dirs(where["CHECKPOINTS"])
+    make_dirs(where["TENSORBOARD"])  # the same for fairseq's TensorBoard event files
     suffix = layout.node_suffix
     number = _next_attempt(attempts, suffix)
     attempt_log = os.path.join(attempts, f"attempt-{number}{suffix}.log")
