@@ -25,6 +25,7 @@ It imports nothing of the plugin (torch only inside ``save_torch``).
 import contextlib
 import errno
 import functools
+import io
 import json
 import os
 import re
@@ -348,7 +349,29 @@ def create_new(path: str, mode: str = "w"):
     directory being built, which no one else may have put there."""
     refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    return _named_writer(fd, path, mode)
+
+
+class _NamedWrites(io.FileIO):
+    """A file whose failing writes name their file: the kernel's ENOSPC, EDQUOT or EIO from a
+    write names none, and the one line of ``one_line_os_errors`` would read "(path unknown)"."""
+
+    def write(self, data):
+        with naming(self.name):
+            return super().write(data)
+
+
+def _named_writer(fd: int, path: str, mode: str):
+    """The descriptor FD, opened for writing PATH, as ``open`` would return it for MODE ("w",
+    "a", "wb", "ab"), its writes -- buffered ones too, at flush and close -- naming PATH."""
+    try:
+        raw = _NamedWrites(fd, mode[0], closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    raw.name = path
+    buffered = io.BufferedWriter(raw)
+    return buffered if "b" in mode else io.TextIOWrapper(buffered, encoding="utf-8")
 
 
 _NO_FOLLOW = {"a": os.O_WRONLY | os.O_APPEND | os.O_CREAT, "w": os.O_WRONLY | os.O_TRUNC | os.O_CREAT}
@@ -368,7 +391,7 @@ def open_no_follow(path: str, mode: str = "a"):
                                        "links in the directories it writes into; remove it",
                           path) from None
         raise
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    return _named_writer(fd, path, mode)
 
 
 def overwrite_in_place(path: str, text: str) -> None:
@@ -377,7 +400,7 @@ def overwrite_in_place(path: str, text: str) -> None:
     already has."""
     refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+    with _named_writer(fd, path, "w") as handle:
         handle.write(text)
         handle.truncate()
 
@@ -395,7 +418,7 @@ def extract_tar(archive: str, directory: str) -> None:
     filter (``tarfile.FilterError``)."""
     import tarfile
 
-    with tarfile.open(archive, "r:gz") as tar:
+    with naming(directory), tarfile.open(archive, "r:gz") as tar:
         tar.extractall(directory, filter="data")
 
 

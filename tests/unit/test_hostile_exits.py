@@ -159,3 +159,115 @@ def test_averaging_killed_while_it_writes_exits_143_with_a_line(tmp_path):
     assert done.returncode == 143, done.stderr
     assert "Traceback" not in done.stderr and "stopped by SIGTERM" in done.stderr
     assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
+
+
+# ---- a full disk, for real: every door of the file layer that writes names its path ------------
+
+def layer_doors() -> set:
+    """The functions and classes of the file layer (fileio.py, directories.py) holding a write,
+    a replace or a delete, as test_file_layer's scan of the sources finds them."""
+    import ast
+
+    from test_file_layer import FILE_LAYER, direct_writes
+
+    found = set()
+    for module in FILE_LAYER:
+        with open(os.path.join(REPO, module), encoding="utf-8") as handle:
+            source = handle.read()
+        lines = {line for line, _ in direct_writes(source)}
+        found |= {node.name for node in ast.parse(source).body
+                  if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                  and any(node.lineno <= line <= node.end_lineno for line in lines)}
+    return found
+
+
+BIG = "b'x' * 200_000"  # more than the disk has left: a write of it fails
+# door -> (code run with D the full disk's directory and ARCHIVE a tar.gz elsewhere, the path
+# the caller knows, which its one line must name)
+FULL_DISK_DOORS = {
+    "atomic_open": (f"fileio.write_atomically(D + '/a.txt', 'x' * 200_000)", "{D}/a.txt"),
+    "save_torch": ("import torch; fileio.save_torch({'w': torch.ones(100_000)}, D + '/m.pt')",
+                   "{D}/m.pt"),
+    "save_png": ("import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+                 "figure = plt.figure(figsize=(40, 40)); plt.imshow(__import__('numpy').random"
+                 ".rand(400, 400))\nfileio.save_png(figure, D + '/p.png')", "{D}/p.png"),
+    "create_new": (f"with fileio.create_new(D + '/new.txt', 'wb') as out: out.write({BIG})",
+                   "{D}/new.txt"),
+    "open_no_follow": (f"with fileio.open_no_follow(D + '/log.txt', 'a') as out: "
+                       f"out.write('x' * 200_000)", "{D}/log.txt"),
+    "overwrite_in_place": ("fileio.overwrite_in_place(D + '/existing.txt', 'x' * 200_000)",
+                           "{D}/existing.txt"),
+    "extract_tar": ("fileio.extract_tar(ARCHIVE, D + '/unpacked')", "{D}/unpacked"),
+    "directory_published": (f"with fileio.directory_published(D + '/out', 'x-') as built:\n"
+                            f"    open(built + '/f', 'wb').write({BIG})", "{D}/out"),
+    "temporary_beside": (f"with fileio.temporary_beside(D + '/spm.model') as tmp:\n"
+                         f"    open(tmp + '/f', 'wb').write({BIG})", "{D}/spm.model"),
+    "make_dirs": ("directories.make_dirs(D + '/new')", "{D}/new/.deepnet-recipes"),
+    "RunLock": ("directories.RunLock(D).__enter__()", "{D}/.lock"),
+}
+# the doors that write no data (a rename, a delete, a directory, a mode, a read): a full disk
+# refuses none of them, and what refuses them (os.mkdir, os.replace) names the path itself
+WRITE_NO_DATA = {"move": "renames", "replace_tree": "renames", "remove_file": "deletes",
+                 "remove_tree": "deletes", "remove_stale_temporaries": "deletes",
+                 "ensure_directory": "makes directories", "scratch_directory": "makes a directory",
+                 "_readable_as_umask_says": "sets a mode", "open_regular": "reads"}
+
+# The child: a mount namespace of its own with a tmpfs of 1 MiB on D, filled to the last byte
+# (by a file kept there: the existing.txt of overwrite_in_place, empty, is made first), then
+# the door inside a main wrapped as every tool's is.
+FULL_CHILD = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+D, ARCHIVE, code = sys.argv[1], sys.argv[2], sys.argv[3]
+if libc.unshare(0x00020000) != 0 or libc.mount(b"none", b"/", None, (1 << 14) | (1 << 18),
+                                                None) != 0 or libc.mount(
+        b"tmpfs", D.encode(), b"tmpfs", 0, b"size=1m") != 0:
+    print("setup:", os.strerror(ctypes.get_errno()))
+    sys.exit(0)
+open(D + "/existing.txt", "w").close()
+with open(D + "/filler", "wb", buffering=0) as filler:
+    try:
+        while True:
+            filler.write(b"\0" * 4096)
+    except OSError as err:
+        assert err.errno == 28, err
+from deepnet_fairseq.storage import directories, fileio
+
+@fileio.one_line_os_errors
+def main():
+    exec(code, {"D": D, "ARCHIVE": ARCHIVE, "fileio": fileio, "directories": directories})
+
+main()
+print("no error")
+"""
+
+
+def test_every_writing_door_of_the_layer_is_tried_on_a_full_disk():
+    assert layer_doors() == set(FULL_DISK_DOORS) | set(WRITE_NO_DATA)
+
+
+@pytest.mark.parametrize("door", sorted(FULL_DISK_DOORS))
+def test_a_full_disk_names_the_path_at_every_door_of_the_layer(tmp_path, door):
+    """A real full disk (a tmpfs of 1 MiB, filled, in a child's mount namespace): each door of
+    the file layer that writes data ends, in a tool's main, with status 1 and one line naming
+    the path its caller gave (the kernel's ENOSPC names none), never "(path unknown)"."""
+    import tarfile
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    payload = tmp_path / "payload.bin"
+    payload.write_bytes(os.urandom(300_000))  # incompressible: bigger than the disk left
+    archive = tmp_path / "a.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(payload, arcname="payload.bin")
+    code, named = FULL_DISK_DOORS[door]
+    done = subprocess.run([sys.executable, "-c", FULL_CHILD, str(disk), str(archive), code],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.stdout.startswith("setup:"):
+        pytest.skip(f"cannot mount a tmpfs here ({done.stdout.strip()})")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert lines[-1] == (f"error: {named.format(D=disk)}: No space left on device; free some "
+                         f"space and run again (runs resume)"), lines
