@@ -34,7 +34,9 @@ AutoModelForSeq2SeqLM and AutoTokenizer load (``hf_export``), complete or not at
 **Inputs are safe.** The checkpoint is read with torch's weights-only unpickler, whatever
 ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says (``checkpoint_io``); an unreadable one stops the export
 with one line, ``cannot read PATH: CAUSE`` (exit status 1). An ``--output`` that is the
-checkpoint, or a ``--ctranslate2`` or ``--transformers`` directory that holds it, is refused;
+checkpoint, or a ``--ctranslate2`` or ``--transformers`` directory that holds it, is refused,
+and so is any output in the run directory of the recipes the checkpoint is in (``RUN/`` and
+``RUN/checkpoints/``: the recipes' own steps write there) or in a directory that does not exist;
 an existing output (a non-empty directory for ``--ctranslate2`` and ``--transformers``) too,
 unless ``--force``. Temporaries are removed on failure, SIGTERM and Ctrl-C, and those of a
 killed earlier run by the next run. ``--data DIR`` must hold the model's dictionaries: the sizes
@@ -321,14 +323,15 @@ def main(argv=None) -> None:
                                            "(e.g. checkpoints/checkpoint_last.pt)")
     parser.add_argument("--output", metavar="OUT.pt",
                         help="write the exported model-only checkpoint here (atomically; "
-                             "never the CHECKPOINT itself)")
+                             "into an existing directory, never the CHECKPOINT itself nor the "
+                             "run directory of the recipes it is in)")
     parser.add_argument("--ctranslate2", metavar="DIR",
                         help="write a CTranslate2 model directory here (must not exist or be "
-                             "empty, unless --force)")
+                             "empty, unless --force; not in the CHECKPOINT's run directory)")
     parser.add_argument("--transformers", metavar="DIR",
                         help="write a Hugging Face transformers model directory here (FSMT, "
                              "with a tokenizer given the sentencepiece model; must not exist or "
-                             "be empty, unless --force)")
+                             "be empty, unless --force; not in the CHECKPOINT's run directory)")
     add_force_argument(parser, "an existing OUTPUT (--output file, --ctranslate2 or "
                                "--transformers directory)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,

@@ -121,12 +121,14 @@ def add_force_argument(parser, what: str = "an existing output") -> None:
 
 
 def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "--output",
-                      directory: bool = False, files=()) -> None:
+                      directory: bool = False, files=(), given=None) -> None:
     """The rule of every program's output argument OPTION, checked before anything is read or
     written (``OutputRefused``, one line naming PATH):
 
     - never an input, in an input directory or holding one (``check_output``), even with
       ``force``;
+    - in a directory that exists (``check_output_directory``; ``given``: the argument as the
+      user gave it, where PATH is a file the program writes below it);
     - an existing output only with ``force`` (an empty ``directory`` holds nothing to lose);
     - even with ``force``, never a file in a directory the recipes made (one holding
       ``MARKER``: their records and checkpoints, written by their own steps) nor such a
@@ -142,6 +144,7 @@ def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "
             check_output(target, inputs)
     except OutputIsInput as err:
         raise OutputIsInput(f"{option} {err}") from None
+    check_output_directory(path if given is None else given, option)
     if files:
         if os.path.lexists(path) and not os.path.isdir(path):
             raise OutputRefused(f"{option} {path} exists and is not a directory; give the "
@@ -168,6 +171,24 @@ def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "
         what = "is a non-empty directory" if os.path.isdir(path) else "exists"
         raise OutputRefused(f"{option} {path} {what}; pass --force to replace it, or choose "
                             f"another {option}")
+
+
+def check_output_directory(path: str, option: str = "--output") -> None:
+    """Refuse (``OutputRefused``) an output argument whose directory is missing, or is not a
+    directory: the user's output goes where the user said, into a directory the user made --
+    a mistyped parent is not created (the writers below would make it, with all its missing
+    parents), nor is a missing one a traceback after the work."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(parent):
+        return
+    existing = parent
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputRefused(f"{option} {path}: {existing} is not a directory; choose another "
+                            f"{option}")
+    raise OutputRefused(f"{option} {path}: its directory {parent} does not exist; create it "
+                        f"(mkdir -p {parent}) or choose another {option}")
 
 
 # ---- temporaries: one output's, one process's ---------------------------------------------

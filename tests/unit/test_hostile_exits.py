@@ -8,12 +8,14 @@ The special files are generated from ``fileio._SPECIAL`` (every kind the layer n
 doors from the readers; each case runs under an alarm, so that a reader that blocks fails
 instead of hanging the suite."""
 
+import inspect
 import os
 import signal
 import socket
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -139,6 +141,7 @@ def test_averaging_killed_while_it_writes_exits_143_with_a_line(tmp_path):
 
     for name in ("a.pt", "b.pt"):
         torch.save({"model": {"w": torch.ones(4)}}, tmp_path / name)
+    (tmp_path / "out").mkdir()
     script = (
         "import os, signal, sys, torch\n"
         "from deepnet_fairseq.average_checkpoints import cli_main\n"
@@ -158,7 +161,7 @@ def test_averaging_killed_while_it_writes_exits_143_with_a_line(tmp_path):
                           text=True, timeout=120)
     assert done.returncode == 143, done.stderr
     assert "Traceback" not in done.stderr and "stopped by SIGTERM" in done.stderr
-    assert not os.path.exists(tmp_path / "out") or os.listdir(tmp_path / "out") == []
+    assert os.listdir(tmp_path / "out") == []
 
 
 # ---- a full disk, for real: every door of the file layer that writes names its path ------------
@@ -271,3 +274,92 @@ def test_a_full_disk_names_the_path_at_every_door_of_the_layer(tmp_path, door):
     assert "Traceback" not in done.stderr, done.stderr
     assert lines[-1] == (f"error: {named.format(D=disk)}: No space left on device; free some "
                          f"space and run again (runs resume)"), lines
+
+
+# ---- an output in a directory that is not there: one line, status 2, nothing written ----------
+
+def _missing(root):
+    return root / "missing" / "sub", root / "missing"  # (its directory, what must not appear)
+
+
+def _a_file(root):
+    (root / "a-file").write_text("keep")
+    return root / "a-file" / "sub", None
+
+
+WHERE = {"a missing directory": _missing, "a file where its directory would be": _a_file}
+
+
+@pytest.fixture
+def fixtures(toy_data, tiny_checkpoint):
+    return {"data": toy_data, "checkpoint": tiny_checkpoint}
+
+
+def _all_files(root):
+    return {str(p): p.read_bytes() if p.is_file() else None for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("where", sorted(WHERE))
+@pytest.mark.parametrize("output", __import__("hostile_tools").TABLE,
+                         ids=lambda output: f"{output.tool}{output.option}")
+def test_an_output_whose_directory_is_not_there_is_refused_in_one_line(tmp_path, fixtures,
+                                                                        output, where):
+    """Every output argument of every tool (hostile_tools.TABLE, read from their parsers) in a
+    directory that does not exist, or below a file: status 2, one line naming that directory
+    and what to do, nothing created or changed (it made the missing parents silently, or
+    ended in a traceback: clean's FileExistsError, score's 'unreadable record')."""
+    from hostile_tools import call
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    directory, absent = WHERE[where](tmp_path)
+    argv = output.argv(inputs, fixtures, str(directory / ("result" if output.directory
+                                                          else output.name)))
+    before = _all_files(tmp_path)
+    status, said = call(output.main, argv)
+    lines = said.strip().splitlines()
+    assert status == 2 and "Traceback" not in said, said
+    assert lines[-1].startswith("error: ") or ": error: " in lines[-1], lines
+    if absent is not None:
+        assert f"its directory {directory} does not exist; create it" in lines[-1], lines[-1]
+        assert not absent.exists()
+    else:
+        assert f"{tmp_path / 'a-file'} is not a directory" in lines[-1], lines[-1]
+    assert _all_files(tmp_path) == before
+
+
+# ---- a tool that reads a run's checkpoint writes nothing into that run ---------------------------
+
+# the outputs of the tools the table calls with a checkpoint (its argv builds one: _checkpoint)
+CHECKPOINT_READERS = [output for output in __import__("hostile_tools").TABLE
+                      if "_checkpoint(" in inspect.getsource(output.argv)]
+
+
+@pytest.mark.parametrize("place", ["the run", "its checkpoints"])
+@pytest.mark.parametrize("output", CHECKPOINT_READERS,
+                         ids=lambda output: f"{output.tool}{output.option}")
+def test_a_tool_writes_nothing_into_the_run_of_the_checkpoint_it_reads(tmp_path, fixtures,
+                                                                       output, place):
+    """A checkpoint in a run of the recipes (WORK/runs/RUN/checkpoints, made and marked by
+    them): an output of the tool reading it, in the run or in its checkpoints/, new, is refused
+    (status 2, naming the directory), even with --force, and nothing is added there; outside
+    the run it is written (deepnet-export wrote into the run it read)."""
+    from hostile_tools import call
+    from deepnet_fairseq.storage.directories import make_dirs
+
+    run = tmp_path / "work" / "runs" / "deepnet-6L-6L"
+    checkpoints = Path(make_dirs(str(run / "checkpoints")))
+    into = run if place == "the run" else checkpoints
+    name = "result" if output.directory else output.name
+    before = _all_files(run)
+    for force in ([], ["--force"]):
+        status, said = call(output.main, output.argv(checkpoints, fixtures, str(into / name))
+                            + force)
+        assert status == 2 and f"is in the input directory {into}" in said, said
+        assert "Traceback" not in said
+    # what the table's call itself added: the checkpoint (and a source-use's data is elsewhere)
+    assert set(_all_files(run)) - set(before) == {str(checkpoints / "checkpoint_1_5.pt")}
+    (tmp_path / "elsewhere").mkdir()
+    status, said = call(output.main, output.argv(checkpoints, fixtures,
+                                                 str(tmp_path / "elsewhere" / name)))
+    assert status == 0, said
