@@ -60,8 +60,9 @@ import torch
 
 from .average_checkpoints import model_only
 from .storage.checkpoint_io import (CheckpointError, ExportError, dictionary_difference,
-                                    output_problem, read_fairseq_checkpoint)
-from .storage.fileio import (add_force_argument, copy_file, directory_published, one_line_os_errors,
+                                    load_dictionary, output_problem,
+                                    read_fairseq_checkpoint)
+from .storage.fileio import (add_force_argument, check_regular, copy_file, directory_published, one_line_os_errors,
                              save_torch, scratch_directory, signals_raise)
 from .nn.method_layers import RECORD
 from .methods import METHODS
@@ -191,7 +192,7 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) ->
     has one row per entry of its dict.LANG.txt (fairseq's four special symbols included), and
     where the directory the checkpoint was trained on (``task_cfg``'s data) still holds its
     dict.LANG.txt, the data's holds the same tokens in the same order."""
-    from fairseq.data import Dictionary, data_utils
+    from fairseq.data import data_utils
 
     src, tgt = task_cfg.get("source_lang"), task_cfg.get("target_lang")
     if src is None or tgt is None:  # fairseq infers them from the data's file names
@@ -205,10 +206,11 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) ->
         if lang is None or embedding is None:
             continue
         path = os.path.join(data, f"dict.{lang}.txt")
+        check_regular(path)  # a FIFO is no file to isfile: not "does not exist", but what it is
         if not os.path.isfile(path):
             raise ExportError(f"{path} does not exist: {data} is not the data the model was "
                               f"trained on; pass --data DIR, its fairseq-preprocess output")
-        entries = len(Dictionary.load(path))
+        entries = len(load_dictionary(path))
         if entries != embedding.shape[0]:
             raise ExportError(
                 f"{path} has {entries} entries but the checkpoint's {side} embedding has "

@@ -154,12 +154,19 @@ def trained_on(state: dict) -> Optional[str]:
     return found if isinstance(found, str) and found else None
 
 
+def load_dictionary(path: str):
+    """fairseq's ``Dictionary.load(path)``, a FIFO, device, socket or directory refused first
+    (``NotRegularFile``): fairseq opens it by name, and would block on a FIFO for ever."""
+    from fairseq.data import Dictionary
+
+    check_regular(path)
+    return Dictionary.load(path)
+
+
 def dictionary_difference(path: str, other: str) -> Optional[str]:
     """Where two dict.*.txt files differ as fairseq reads them (the tokens in order, the
     special symbols included), as text naming both; None if they hold the same tokens."""
-    from fairseq.data import Dictionary
-
-    ours, theirs = Dictionary.load(path).symbols, Dictionary.load(other).symbols
+    ours, theirs = load_dictionary(path).symbols, load_dictionary(other).symbols
     for index, (a, b) in enumerate(zip(ours, theirs)):
         if a != b:
             return f"{path} and {other} differ at entry {index}: {a!r} vs {b!r}"

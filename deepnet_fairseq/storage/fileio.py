@@ -331,7 +331,11 @@ def open_regular(path: str, mode: str = "rb"):
     """``open(path, mode)`` for reading, refusing what is not a regular file
     (``NotRegularFile``): opened without blocking (a FIFO without a writer would block the
     open itself), checked by the descriptor's own stat (nothing swapped in between)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        check_regular(path)  # a socket cannot be opened (ENXIO): say what it is instead
+        raise
     try:
         _refuse_special(path, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)

@@ -10,6 +10,7 @@ instead of hanging the suite."""
 
 import inspect
 import os
+import re
 import signal
 import socket
 import stat
@@ -363,3 +364,110 @@ def test_a_tool_writes_nothing_into_the_run_of_the_checkpoint_it_reads(tmp_path,
     status, said = call(output.main, output.argv(checkpoints, fixtures,
                                                  str(tmp_path / "elsewhere" / name)))
     assert status == 0, said
+
+
+# ---- a special file where text is read: refused at once, at every door ---------------------------
+
+# the modules that read the user's text (hypotheses, references, corpus files, dictionaries,
+# sentencepiece models), and the calls that read a path by name
+TEXT_MODULES = ("deepnet_fairseq/recipes/evaluation/score.py", "deepnet_fairseq/hub.py",
+                "deepnet_fairseq/export.py", "deepnet_fairseq/hf_export.py",
+                "deepnet_fairseq/spm.py", "deepnet_fairseq/recipes/data/clean.py",
+                "deepnet_fairseq/storage/checkpoint_io.py")
+READS = re.compile(r"^(open|open_regular|.*Dictionary\.load|.*SentencePieceProcessor|"
+                   r".*SentencePieceTrainer\.train|torch\.load)$")
+GUARDS = {"check_regular", "open_regular"}
+
+
+def text_doors():
+    """(module, function) of every function of TEXT_MODULES that reads a path by name (a
+    reading open(, fairseq's Dictionary.load, sentencepiece's processor or trainer, torch.load),
+    with whether it asks check_regular / open_regular first."""
+    import ast
+
+    from test_file_layer import _mode, _mode_writes
+
+    found = {}
+    for module in TEXT_MODULES:
+        with open(os.path.join(REPO, module), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            calls = [node for node in ast.walk(function) if isinstance(node, ast.Call)]
+            names = [ast.unparse(call.func) for call in calls]
+            reads = [call for call, name in zip(calls, names) if READS.match(name)
+                     and not (name == "open" and _mode_writes(_mode(call, 1)))]
+            if reads:
+                found[f"{os.path.basename(module)[:-3]}.{function.name}"] = bool(GUARDS & {n.split(".")[-1] for n in names})
+    return found
+
+
+# the doors of checkpoint reading among them: tested above (DOORS)
+CHECKPOINT_READS = {"checkpoint_io.read_checkpoint", "checkpoint_io.load"}
+
+
+def test_every_text_door_refuses_a_special_file_first():
+    """Each door the scan finds asks check_regular or opens with open_regular, and is tried
+    below (TEXT_DOORS) or with the checkpoints above."""
+    doors = text_doors()
+    assert [door for door, guarded in doors.items() if not guarded] == []
+    assert set(doors) - CHECKPOINT_READS <= set(TEXT_DOORS), set(doors) - set(TEXT_DOORS)
+
+
+def _export_dictionaries(path):
+    from deepnet_fairseq import export
+
+    data = os.path.dirname(path)
+    export.check_dictionaries({"encoder.embed_tokens.weight": __import__("torch").zeros(8, 2)},
+                              {"source_lang": "src", "target_lang": "tgt", "data": data}, data)
+
+
+def _spm_call(name):
+    def call(path):
+        from deepnet_fairseq import spm
+
+        if name == "train":
+            return spm.train([path], path + "-model", 32)
+        if name == "encode":
+            import io
+            return spm.encode(path, io.StringIO("a b\n"), io.StringIO())
+        return getattr(spm, name)(path, *(([],) if name == "mismatch" else ()))
+    return call
+
+
+TEXT_DOORS = {  # how each door meets PATH (a dict.src.txt's place where a dictionary is read)
+    "score.hypotheses": lambda p: __import__("deepnet_fairseq.recipes.evaluation.score",
+                                             fromlist=["x"]).hypotheses(p),
+    "score.references": lambda p: __import__("deepnet_fairseq.recipes.evaluation.score",
+                                             fromlist=["x"]).references(p),
+    "clean.read_lines": lambda p: list(__import__("deepnet_fairseq.recipes.data.clean",
+                                                  fromlist=["x"]).read_lines(p)),
+    "clean.count_lines": lambda p: __import__("deepnet_fairseq.recipes.data.clean",
+                                              fromlist=["x"]).count_lines(p),
+    "checkpoint_io.load_dictionary": checkpoint_io.load_dictionary,
+    "checkpoint_io.dictionary_difference": lambda p: checkpoint_io.dictionary_difference(p, p),
+    "export.check_dictionaries": _export_dictionaries,
+    "hf_export.dictionary_vocab": lambda p: __import__("deepnet_fairseq.hf_export",
+                                                       fromlist=["x"]).dictionary_vocab(p),
+    "hub.check_pieces": lambda p: __import__("deepnet_fairseq.hub",
+                                             fromlist=["x"]).check_pieces(p, p),
+    "spm.load": _spm_call("load"), "spm.mismatch": _spm_call("mismatch"),
+    "spm.encode": _spm_call("encode"), "spm.train": _spm_call("train"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(SPECIAL))
+@pytest.mark.parametrize("door", sorted(TEXT_DOORS))
+def test_a_special_file_where_text_is_read_is_refused_at_once(tmp_path, alarm, door, what):
+    """Each door of text reading (the functions text_doors finds, reached from their callers)
+    against each special file the layer names: refused at once, naming the path and what it
+    is (a FIFO blocked sentencepiece and fairseq's Dictionary.load for ever, the scoring of a
+    generate output too), never read."""
+    path = str(tmp_path / "dict.src.txt")
+    SPECIAL[what](path)
+    try:
+        said = str(TEXT_DOORS[door](path))
+    except Exception as err:  # noqa: BLE001 -- whatever the door raises must say it
+        said = str(err)
+    assert path in said and f"{what}, not a regular file" in said, said
