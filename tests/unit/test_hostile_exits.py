@@ -471,3 +471,56 @@ def test_a_special_file_where_text_is_read_is_refused_at_once(tmp_path, alarm, d
     except Exception as err:  # noqa: BLE001 -- whatever the door raises must say it
         said = str(err)
     assert path in said and f"{what}, not a regular file" in said, said
+
+
+# ---- an evaluation stopped by SIGTERM, in a real process, then run again -------------------------
+
+def test_an_evaluation_stopped_by_sigterm_says_so_exits_143_and_a_rerun_ends_right(
+        tmp_path, toy_data, tiny_checkpoint):
+    """The recipes' evaluation (recipes.evaluation.evaluate) in a real process, a real SIGTERM
+    sent to it once fairseq-generate has decoded the test set (from inside the step that
+    scores it, the one moment sure to be mid-evaluation): status 143, one line saying so, no
+    traceback, no eval/ published; the same command again evaluates and publishes eval.json."""
+    import json
+    import shutil
+
+    from deepnet_fairseq.storage.directories import make_dirs
+
+    run = make_dirs(str(tmp_path / "run"))
+    checkpoints = make_dirs(os.path.join(run, "checkpoints"))
+    for name in ("checkpoint_1_5.pt", "checkpoint_last.pt"):  # as fairseq-train leaves them
+        shutil.copyfile(tiny_checkpoint, os.path.join(checkpoints, name))
+    references = tmp_path / "raw"
+    references.mkdir()
+    for lang in ("src", "tgt"):
+        shutil.copyfile(toy_data.parent / f"test.{lang}", references / f"test.src-tgt.{lang}")
+    argv = ["--run-dir", run, "--average-last", "1", "--directions", "src-tgt",
+            "--references", str(references), "--", str(toy_data), "--user-dir",
+            os.path.join(REPO, "deepnet_fairseq"), "--gen-subset", "test", "--beam", "2",
+            "--batch-size", "40", "--max-len-a", "0", "--max-len-b", "8", "--cpu"]
+    stop = ("import deepnet_fairseq.recipes.evaluation.evaluate as evaluate\n"
+            "real = evaluate.score_direction\n"
+            "def score_direction(*args, **kwargs):\n"
+            "    os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    signal.sigtimedwait([], 0)\n"  # the handler runs here
+            "    return real(*args, **kwargs)\n"
+            "evaluate.score_direction = score_direction\n")
+
+    def evaluate(hook):
+        script = ("import json, os, signal, sys\n" + hook +
+                  "from deepnet_fairseq.recipes.evaluation.evaluate import main\n"
+                  "main(json.loads(sys.argv[1]))\n")
+        return subprocess.run([sys.executable, "-c", script, json.dumps(argv)], cwd=REPO,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+    stopped = evaluate(stop)
+    lines = stopped.stderr.strip().splitlines()
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    assert "Traceback" not in stopped.stderr, stopped.stderr[-3000:]
+    assert lines[-1].startswith("stopped by SIGTERM (exit status 143)"), lines[-3:]
+    assert not os.path.exists(os.path.join(run, "eval", "eval.json"))
+    again = evaluate("")
+    assert again.returncode == 0, again.stderr[-3000:]
+    with open(os.path.join(run, "eval", "eval.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["directions"]["src-tgt"]["sentences"] > 0
