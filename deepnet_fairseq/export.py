@@ -34,7 +34,9 @@ AutoModelForSeq2SeqLM and AutoTokenizer load (``hf_export``), complete or not at
 **Inputs are safe.** The checkpoint is read with torch's weights-only unpickler, whatever
 ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` says (``checkpoint_io``); an unreadable one stops the export
 with one line, ``cannot read PATH: CAUSE`` (exit status 1). An ``--output`` that is the
-checkpoint, or a ``--ctranslate2`` or ``--transformers`` directory that holds it, is refused;
+checkpoint, or a ``--ctranslate2`` or ``--transformers`` directory that holds it, is refused,
+and so is any output in the run directory of the recipes the checkpoint is in (``RUN/`` and
+``RUN/checkpoints/``: the recipes' own steps write there) or in a directory that does not exist;
 an existing output (a non-empty directory for ``--ctranslate2`` and ``--transformers``) too,
 unless ``--force``. Temporaries are removed on failure, SIGTERM and Ctrl-C, and those of a
 killed earlier run by the next run. ``--data DIR`` must hold the model's dictionaries: the sizes
@@ -58,8 +60,9 @@ import torch
 
 from .average_checkpoints import model_only
 from .storage.checkpoint_io import (CheckpointError, ExportError, dictionary_difference,
-                                    output_problem, read_fairseq_checkpoint)
-from .storage.fileio import (add_force_argument, copy_file, directory_published, one_line_os_errors,
+                                    load_dictionary, output_problem,
+                                    read_fairseq_checkpoint)
+from .storage.fileio import (add_force_argument, check_regular, copy_file, directory_published, one_line_os_errors,
                              save_torch, scratch_directory, signals_raise)
 from .nn.method_layers import RECORD
 from .methods import METHODS
@@ -189,7 +192,7 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) ->
     has one row per entry of its dict.LANG.txt (fairseq's four special symbols included), and
     where the directory the checkpoint was trained on (``task_cfg``'s data) still holds its
     dict.LANG.txt, the data's holds the same tokens in the same order."""
-    from fairseq.data import Dictionary, data_utils
+    from fairseq.data import data_utils
 
     src, tgt = task_cfg.get("source_lang"), task_cfg.get("target_lang")
     if src is None or tgt is None:  # fairseq infers them from the data's file names
@@ -203,10 +206,11 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) ->
         if lang is None or embedding is None:
             continue
         path = os.path.join(data, f"dict.{lang}.txt")
+        check_regular(path)  # a FIFO is no file to isfile: not "does not exist", but what it is
         if not os.path.isfile(path):
             raise ExportError(f"{path} does not exist: {data} is not the data the model was "
                               f"trained on; pass --data DIR, its fairseq-preprocess output")
-        entries = len(Dictionary.load(path))
+        entries = len(load_dictionary(path))
         if entries != embedding.shape[0]:
             raise ExportError(
                 f"{path} has {entries} entries but the checkpoint's {side} embedding has "
@@ -321,14 +325,15 @@ def main(argv=None) -> None:
                                            "(e.g. checkpoints/checkpoint_last.pt)")
     parser.add_argument("--output", metavar="OUT.pt",
                         help="write the exported model-only checkpoint here (atomically; "
-                             "never the CHECKPOINT itself)")
+                             "into an existing directory, never the CHECKPOINT itself nor the "
+                             "run directory of the recipes it is in)")
     parser.add_argument("--ctranslate2", metavar="DIR",
                         help="write a CTranslate2 model directory here (must not exist or be "
-                             "empty, unless --force)")
+                             "empty, unless --force; not in the CHECKPOINT's run directory)")
     parser.add_argument("--transformers", metavar="DIR",
                         help="write a Hugging Face transformers model directory here (FSMT, "
                              "with a tokenizer given the sentencepiece model; must not exist or "
-                             "be empty, unless --force)")
+                             "be empty, unless --force; not in the CHECKPOINT's run directory)")
     add_force_argument(parser, "an existing OUTPUT (--output file, --ctranslate2 or "
                                "--transformers directory)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,

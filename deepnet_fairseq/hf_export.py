@@ -47,7 +47,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from .storage.checkpoint_io import ExportError
+from .storage.checkpoint_io import ExportError, load_dictionary
 from .storage.fileio import create_new, directory_published, scratch_directory
 
 # the transformers release the export is tested with (constraints.txt pins it)
@@ -233,9 +233,7 @@ def fsmt_weights(weights: Dict[str, torch.Tensor], config) -> Dict[str, torch.Te
 def dictionary_vocab(path: str) -> Dict[str, int]:
     """fairseq's dictionary ``path`` as piece -> id (0..3: <s>, <pad>, </s>, <unk>; then its
     lines), as Dictionary.index looks pieces up."""
-    from fairseq.data import Dictionary
-
-    return dict(Dictionary.load(path).indices)
+    return dict(load_dictionary(path).indices)
 
 
 def write_tokenizer(directory: str, spm: str, source_dict: str, target_dict: str,

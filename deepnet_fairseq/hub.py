@@ -117,11 +117,10 @@ def check_dictionaries(state: dict, data: str, trained: Optional[str]) -> None:
 def check_pieces(sentencepiece_model: str, dictionary: str) -> None:
     """The sentencepiece model is the one DICTIONARY (a dict.*.txt) was made with
     (``spm.mismatch``), or ``LoadError``."""
-    from fairseq.data import Dictionary
-
     from .spm import mismatch
+    from .storage.checkpoint_io import load_dictionary
 
-    problem = mismatch(sentencepiece_model, Dictionary.load(dictionary).symbols)
+    problem = mismatch(sentencepiece_model, load_dictionary(dictionary).symbols)
     if problem:
         raise LoadError(f"{dictionary}: {problem}; pass sentencepiece_model=PATH, the model "
                         "the training text was cut with")

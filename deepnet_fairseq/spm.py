@@ -13,13 +13,20 @@ import sys
 
 import sentencepiece
 
-from .storage.fileio import (add_force_argument, check_output, check_tool_output, is_disk_error,
-                             move, one_line_os_errors, temporary_beside)
+from .storage.fileio import (add_force_argument, check_output, check_regular, check_tool_output,
+                             is_disk_error, move, one_line_os_errors, temporary_beside)
 
 
 # entries of a fairseq dictionary that no sentencepiece model holds: fairseq's four specials,
 # the language tokens of a multilingual task (__de__), the fillers of --padding-factor
 _NOT_A_PIECE = re.compile(r"^(<s>|<pad>|</s>|<unk>|__[\w-]+__|madeupword\d+)$")
+
+
+def load(model: str) -> "sentencepiece.SentencePieceProcessor":
+    """The sentencepiece model at MODEL, a FIFO, device, socket or directory refused first
+    (``NotRegularFile``): sentencepiece opens it by name and would block on a FIFO."""
+    check_regular(model)
+    return sentencepiece.SentencePieceProcessor(model_file=model)
 
 
 def mismatch(model: str, tokens) -> "str | None":
@@ -29,7 +36,7 @@ def mismatch(model: str, tokens) -> "str | None":
     sentencepiece model with a model's dictionary asks this (the Python API, both exports):
     text cut by another model's pieces would be binarised into other tokens, silently."""
     try:
-        processor = sentencepiece.SentencePieceProcessor(model_file=model)
+        processor = load(model)
     except (OSError, RuntimeError) as err:
         return (f"{model} is not a sentencepiece model "
                 f"({str(err).splitlines()[0] if str(err) else type(err).__name__})")
@@ -83,6 +90,8 @@ def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float 
     """Write MODEL_PREFIX.model and .vocab, or raise ``TrainingError`` leaving neither (nor any
     temporary) when the text cannot support ``vocab_size`` pieces. ``normalization``:
     sentencepiece's normalization_rule_name (``NORMALIZATION``)."""
+    for path in inputs:  # sentencepiece opens them by name: a FIFO would block it
+        check_regular(path)
     missing = [path for path in inputs if not os.path.isfile(path)]
     if missing:
         raise FileNotFoundError(f"sentencepiece training input(s) not found: {', '.join(missing)}")
@@ -115,7 +124,7 @@ def train(inputs, model_prefix: str, vocab_size: int, character_coverage: float 
 def encode(model, src=sys.stdin, dst=sys.stdout) -> None:
     """Every line of SRC as pieces into DST; MODEL: a .model path or a loaded processor."""
     processor = (model if isinstance(model, sentencepiece.SentencePieceProcessor)
-                 else sentencepiece.SentencePieceProcessor(model_file=model))
+                 else load(model))
     for line in src:
         dst.write(" ".join(processor.encode(line.rstrip("\n"), out_type=str)) + "\n")
 

@@ -183,13 +183,13 @@ def main(argv=None) -> int:
         parser.error(f"checkpoint(s) not found: {', '.join(missing)}")
     if args.sentences < 2:
         parser.error("--sentences must be at least 2 (sources are exchanged within the batch)")
-    from ..storage.fileio import OutputRefused, check_tool_output
+    from ..storage.checkpoint_io import output_problem
 
-    try:  # the data directory is an input too: nothing is written into it
-        if args.out:
-            check_tool_output(args.out, [*args.checkpoints, args.data], args.force, "--out")
-    except OutputRefused as err:
-        parser.error(str(err))
+    # the data directory is an input too, and the checkpoints' runs: nothing is written there
+    problem = args.out and output_problem(args.out, [*args.checkpoints, args.data], args.force,
+                                          "--out")
+    if problem:
+        parser.error(problem)
     problem = missing_dictionaries(args.data)
     if problem:
         parser.error(problem)

@@ -25,7 +25,7 @@ from typing import Iterable, Optional
 import torch
 
 from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
-from .fileio import NotRegularFile, OutputRefused, check_regular, check_tool_output
+from .fileio import MARKER, NotRegularFile, OutputRefused, check_regular, check_tool_output
 
 # what torch's weights-only unpickler says when it refuses a class or call (as opposed to
 # bytes that are no pickle at all: "Unsupported operand 215")
@@ -154,12 +154,19 @@ def trained_on(state: dict) -> Optional[str]:
     return found if isinstance(found, str) and found else None
 
 
+def load_dictionary(path: str):
+    """fairseq's ``Dictionary.load(path)``, a FIFO, device, socket or directory refused first
+    (``NotRegularFile``): fairseq opens it by name, and would block on a FIFO for ever."""
+    from fairseq.data import Dictionary
+
+    check_regular(path)
+    return Dictionary.load(path)
+
+
 def dictionary_difference(path: str, other: str) -> Optional[str]:
     """Where two dict.*.txt files differ as fairseq reads them (the tokens in order, the
     special symbols included), as text naming both; None if they hold the same tokens."""
-    from fairseq.data import Dictionary
-
-    ours, theirs = Dictionary.load(path).symbols, Dictionary.load(other).symbols
+    ours, theirs = load_dictionary(path).symbols, load_dictionary(other).symbols
     for index, (a, b) in enumerate(zip(ours, theirs)):
         if a != b:
             return f"{path} and {other} differ at entry {index}: {a!r} vs {b!r}"
@@ -220,10 +227,28 @@ class _TorchLoadingWeightsOnly:
 
 # ---- the outputs of the CLIs --------------------------------------------------------------------
 
+def run_directories_of(checkpoint: str) -> list:
+    """The directories the recipes made that hold CHECKPOINT: its own (a run's checkpoints/)
+    and the one above, if theirs too (the run). A program that reads a checkpoint counts them
+    as input directories and writes nothing into them: a run's directory is written by the
+    recipes' own steps only, and the report and resumed runs read what is there."""
+    found = []
+    directory = os.path.dirname(os.path.abspath(checkpoint))
+    while len(found) < 2 and os.path.isfile(os.path.join(directory, MARKER)):
+        found.append(directory)
+        directory = os.path.dirname(directory)
+    return found
+
+
 def output_problem(output: str, inputs: Iterable[str], force: bool,
                    option: str = "--output", directory: bool = False) -> Optional[str]:
     """Why writing ``output`` (a file, or a ``directory``) is refused, or None: the rule of
-    every program's output (``fileio.check_tool_output``), as the text of the refusal."""
+    every program's output (``fileio.check_tool_output``), as the text of the refusal; the
+    inputs are checkpoints and what they name, and a checkpoint's run directories
+    (``run_directories_of``) are inputs too."""
+    inputs = list(inputs)
+    inputs += [run for given in inputs if os.path.isfile(given)
+               for run in run_directories_of(given)]
     try:
         check_tool_output(output, inputs, force, option, directory)
     except OutputRefused as err:

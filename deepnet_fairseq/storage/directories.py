@@ -14,7 +14,7 @@ import re
 import shutil
 from typing import Tuple
 
-from .fileio import MARKER, create_new, refuse_planted_links
+from .fileio import MARKER, create_new, naming, refuse_planted_links
 
 
 class NotOurs(RuntimeError):
@@ -172,9 +172,15 @@ class RunLock:
             raise Busy(f"{os.path.dirname(self.path)} is in use by {holder}: {self.rule}. Wait "
                        "for it to finish, or stop it, then launch again") from None
         now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-        os.ftruncate(fd, 0)
         step = f" ({self.step})" if self.step else ""
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}{step}\n".encode())
+        try:
+            with naming(self.path):  # a full disk's write names no file
+                os.ftruncate(fd, 0)
+                os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now}{step}\n"
+                         .encode())
+        except BaseException:
+            os.close(fd)
+            raise
         self.fd = fd
         return self
 

@@ -25,6 +25,7 @@ It imports nothing of the plugin (torch only inside ``save_torch``).
 import contextlib
 import errno
 import functools
+import io
 import json
 import os
 import re
@@ -120,12 +121,14 @@ def add_force_argument(parser, what: str = "an existing output") -> None:
 
 
 def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "--output",
-                      directory: bool = False, files=()) -> None:
+                      directory: bool = False, files=(), given=None) -> None:
     """The rule of every program's output argument OPTION, checked before anything is read or
     written (``OutputRefused``, one line naming PATH):
 
     - never an input, in an input directory or holding one (``check_output``), even with
       ``force``;
+    - in a directory that exists (``check_output_directory``; ``given``: the argument as the
+      user gave it, where PATH is a file the program writes below it);
     - an existing output only with ``force`` (an empty ``directory`` holds nothing to lose);
     - even with ``force``, never a file in a directory the recipes made (one holding
       ``MARKER``: their records and checkpoints, written by their own steps) nor such a
@@ -141,6 +144,7 @@ def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "
             check_output(target, inputs)
     except OutputIsInput as err:
         raise OutputIsInput(f"{option} {err}") from None
+    check_output_directory(path if given is None else given, option)
     if files:
         if os.path.lexists(path) and not os.path.isdir(path):
             raise OutputRefused(f"{option} {path} exists and is not a directory; give the "
@@ -167,6 +171,24 @@ def check_tool_output(path: str, inputs=(), force: bool = False, option: str = "
         what = "is a non-empty directory" if os.path.isdir(path) else "exists"
         raise OutputRefused(f"{option} {path} {what}; pass --force to replace it, or choose "
                             f"another {option}")
+
+
+def check_output_directory(path: str, option: str = "--output") -> None:
+    """Refuse (``OutputRefused``) an output argument whose directory is missing, or is not a
+    directory: the user's output goes where the user said, into a directory the user made --
+    a mistyped parent is not created (the writers below would make it, with all its missing
+    parents), nor is a missing one a traceback after the work."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(parent):
+        return
+    existing = parent
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputRefused(f"{option} {path}: {existing} is not a directory; choose another "
+                            f"{option}")
+    raise OutputRefused(f"{option} {path}: its directory {parent} does not exist; create it "
+                        f"(mkdir -p {parent}) or choose another {option}")
 
 
 # ---- temporaries: one output's, one process's ---------------------------------------------
@@ -309,7 +331,11 @@ def open_regular(path: str, mode: str = "rb"):
     """``open(path, mode)`` for reading, refusing what is not a regular file
     (``NotRegularFile``): opened without blocking (a FIFO without a writer would block the
     open itself), checked by the descriptor's own stat (nothing swapped in between)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        check_regular(path)  # a socket cannot be opened (ENXIO): say what it is instead
+        raise
     try:
         _refuse_special(path, os.fstat(fd).st_mode)
         os.set_blocking(fd, True)
@@ -348,7 +374,29 @@ def create_new(path: str, mode: str = "w"):
     directory being built, which no one else may have put there."""
     refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    return _named_writer(fd, path, mode)
+
+
+class _NamedWrites(io.FileIO):
+    """A file whose failing writes name their file: the kernel's ENOSPC, EDQUOT or EIO from a
+    write names none, and the one line of ``one_line_os_errors`` would read "(path unknown)"."""
+
+    def write(self, data):
+        with naming(self.name):
+            return super().write(data)
+
+
+def _named_writer(fd: int, path: str, mode: str):
+    """The descriptor FD, opened for writing PATH, as ``open`` would return it for MODE ("w",
+    "a", "wb", "ab"), its writes -- buffered ones too, at flush and close -- naming PATH."""
+    try:
+        raw = _NamedWrites(fd, mode[0], closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    raw.name = path
+    buffered = io.BufferedWriter(raw)
+    return buffered if "b" in mode else io.TextIOWrapper(buffered, encoding="utf-8")
 
 
 _NO_FOLLOW = {"a": os.O_WRONLY | os.O_APPEND | os.O_CREAT, "w": os.O_WRONLY | os.O_TRUNC | os.O_CREAT}
@@ -368,7 +416,7 @@ def open_no_follow(path: str, mode: str = "a"):
                                        "links in the directories it writes into; remove it",
                           path) from None
         raise
-    return os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    return _named_writer(fd, path, mode)
 
 
 def overwrite_in_place(path: str, text: str) -> None:
@@ -377,7 +425,7 @@ def overwrite_in_place(path: str, text: str) -> None:
     already has."""
     refuse_planted_links(os.path.dirname(os.path.abspath(path)))
     fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+    with _named_writer(fd, path, "w") as handle:
         handle.write(text)
         handle.truncate()
 
@@ -395,7 +443,7 @@ def extract_tar(archive: str, directory: str) -> None:
     filter (``tarfile.FilterError``)."""
     import tarfile
 
-    with tarfile.open(archive, "r:gz") as tar:
+    with naming(directory), tarfile.open(archive, "r:gz") as tar:
         tar.extractall(directory, filter="data")
 
 

@@ -132,6 +132,7 @@ def test_different_models_are_refused(tmp_path, three):
 
 def test_cli_writes_the_mean_of_the_last_update_checkpoints(three, tmp_path, capsys):
     out = tmp_path.parent / f"{tmp_path.name}-out" / "avg.pt"  # not in the input directory
+    out.parent.mkdir()  # an output's directory is the user's to make
     avg.cli_main(["--inputs", str(tmp_path), "--num-update-checkpoints", "2", "--output", str(out)])
     model = torch.load(out, weights_only=True)["model"]
     assert model["encoder.embed_tokens.weight"].tolist() == [[3.0, 4.0, 5.5]]

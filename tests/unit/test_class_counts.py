@@ -51,6 +51,14 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "cases"),
     (test_hostile_exits, "test_a_special_file_named_like_a_checkpoint_is_refused_unopened",
      "against each special file the layer names, {} cases"),
+    (test_hostile_exits, "test_a_full_disk_names_the_path_at_every_door_of_the_layer",
+     "(a 1 MiB tmpfs, filled, in a child's mount namespace), {} cases"),
+    (test_hostile_exits, "test_an_output_whose_directory_is_not_there_is_refused_in_one_line",
+     "for every output of every tool, {} cases"),
+    (test_hostile_exits, "test_a_tool_writes_nothing_into_the_run_of_the_checkpoint_it_reads",
+     "for each output of each of them, {} cases"),
+    (test_hostile_exits, "test_a_special_file_where_text_is_read_is_refused_at_once",
+     "against each special file, {} cases"),
 ]
 
 

@@ -155,12 +155,13 @@ def hand_made(path, model_options):
 def test_refusals_say_why_and_write_nothing(tmp_path, capsys, model_options, message):
     checkpoint = hand_made(tmp_path / "in.pt", model_options)
     out, ct2 = tmp_path / "out" / "exported.pt", tmp_path / "ct2"
+    out.parent.mkdir()
     with pytest.raises(SystemExit) as exit_info:
         export.main([checkpoint, "--output", str(out), "--ctranslate2", str(ct2)])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "(nothing written)" in err
-    assert sorted(os.listdir(tmp_path)) == ["in.pt"]
+    assert sorted(os.listdir(tmp_path)) == ["in.pt", "out"] and not os.listdir(out.parent)
 
 
 def test_usage_errors(tmp_path, capsys):

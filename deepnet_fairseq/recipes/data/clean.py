@@ -28,7 +28,7 @@ from sacremoses import MosesPunctNormalizer
 
 from .. import atomic_open
 from ...storage.fileio import (add_force_argument, check_tool_output, is_disk_error,
-                                one_line_os_errors)
+                                one_line_os_errors, open_regular)
 
 _SPACES = re.compile(r"\s+")
 BYTE_ORDER_MARK = "\ufeff"
@@ -96,7 +96,7 @@ def read_lines(path: str, encoding: str = "utf-8"):
     Decoding is strict: an undecodable line is refused with its line number (from 1) and byte
     offsets (from 0) in the file and in the line, never replaced by U+FFFD.
     """
-    with open(path, "rb") as raw:
+    with open_regular(path, "rb") as raw:  # a FIFO or device refused, not read for ever
         offset = 0
         for number, line in enumerate(raw, start=1):
             body = line[:-1] if line.endswith(b"\n") else line
@@ -118,7 +118,7 @@ def count_lines(path: str):
     """(lines, whether the last one ends with \\n). ``wc -l`` counts \\n, so it counts one
     line fewer than there are when the last has no final newline."""
     lines, last = 0, b"\n"
-    with open(path, "rb") as raw:
+    with open_regular(path, "rb") as raw:
         for lines, last in enumerate(raw, start=1):
             pass
     return lines, last.endswith(b"\n")

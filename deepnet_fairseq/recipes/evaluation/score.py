@@ -37,7 +37,8 @@ import sacrebleu
 from sacremoses import MosesTokenizer
 
 from ..records import write_record
-from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
+from ...storage.fileio import (add_force_argument, check_tool_output, one_line_os_errors,
+                                open_regular)
 from ..data.clean import dropped, normaliser, read_lines
 
 _COMPOUND = re.compile(r"(\S)-(\S)")
@@ -63,7 +64,7 @@ def references(path: str) -> List[str]:
 def hypotheses(generate_output: str) -> List[str]:
     """The ``D-<id>`` hypotheses of a fairseq-generate output, in test-set order."""
     by_id = {}
-    with open(generate_output, encoding="utf-8") as handle:
+    with open_regular(generate_output, "r") as handle:  # a FIFO refused, not waited on
         for line in handle:
             if line.startswith("D-"):
                 head, _score, text = (line.rstrip("\n").split("\t") + ["", ""])[:3]

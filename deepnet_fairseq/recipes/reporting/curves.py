@@ -220,7 +220,8 @@ def main(argv: List[str] = None) -> None:
     for run in args.runs if args.export else ():
         target = os.path.join(args.export, os.path.basename(os.path.normpath(run)))
         for _, kept in EXPORTED + ((CURVE_FILE, CURVE_FILE),):
-            check_tool_output(os.path.join(target, kept), inputs, args.force, "--export")
+            check_tool_output(os.path.join(target, kept), inputs, args.force, "--export",
+                              given=args.export)
     for png, option in ((args.plot, "--plot"), (args.factors, "--factors")):
         if png:
             check_tool_output(png, inputs, args.force, option)
