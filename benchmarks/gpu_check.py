@@ -78,7 +78,7 @@ from deepnet_fairseq import fairseq_log  # noqa: E402
 from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
 from deepnet_fairseq.recipes import write_atomically, write_json  # noqa: E402
 from deepnet_fairseq.recipes.data import prepare  # noqa: E402
-from deepnet_fairseq.recipes.records import read_status  # noqa: E402
+from deepnet_fairseq.storage.records import read_status  # noqa: E402
 from deepnet_fairseq.recipes.run import runner  # noqa: E402
 from deepnet_fairseq.recipes.run.launch import (method_args, paths, plan_layout,  # noqa: E402
                                                 task_args, train_command)

@@ -255,7 +255,8 @@ def export(path: str, data: Optional[str] = None) -> Dict:
         del model
         # the recorded constants are folded in now; fairseq's transformer has no such buffer
         weights = {k: v for k, v in weights.items() if not k.endswith("." + RECORD)}
-    exported = model_only(state, weights, exported_from=os.path.basename(path))
+    exported = model_only(state, weights, exported_from=os.path.basename(path),
+                          trained_arch=state["cfg"].model.arch)
     exported.update(args=None, cfg=plain_cfg(state["cfg"], arch))
     return exported
 
@@ -430,7 +431,14 @@ def write(args, exported: Dict, written: list) -> None:
                  "--sentencepiece-model to include it") + ")", file=sys.stderr)
         written.append(args.ctranslate2)
     if transformers:
-        hf_export.save(converted, transformers, spm, inputs)
+        from .hf_card import card_text
+
+        history = (exported.get("optimizer_history") or [{}])[-1]
+        card = card_text(exported["cfg"]["model"],
+                         exported["extra_state"].get("trained_arch", "transformer"),
+                         converted.langs, converted.weights, args.checkpoint,
+                         history.get("num_updates"), hf_export.TESTED_TRANSFORMERS)
+        hf_export.save(converted, transformers, spm, inputs, card)
         written.append(transformers)
         print(f"wrote {transformers} (transformers FSMTForConditionalGeneration"
               + (", MarianTokenizer" if spm else "; no tokenizer: no sentencepiece model given, "

@@ -4,6 +4,8 @@
 plugin, no ``trust_remote_code``):
 
     config.json, model.safetensors   FSMTForConditionalGeneration (model_type "fsmt")
+    README.md                        the model card (hf_card): languages, architecture and
+                                     depth, training data and scores from the run's records
     generation_config.json           fairseq-generate's defaults: beam 5, lenpen 1, max_len_b 200
     vocab.json, source.spm, ...      MarianTokenizer: sentencepiece, then fairseq's dictionary
 
@@ -311,9 +313,10 @@ def convert(exported: Dict, data: str, sentencepiece_model: Optional[str] = None
 
 
 def save(converted: Converted, output_dir: str, sentencepiece_model: Optional[str],
-         inputs=()) -> None:
-    """Write ``converted`` (and the tokenizer, given the sentencepiece model) into
-    ``output_dir``, complete or not at all; an existing ``output_dir`` (the caller allowed it:
+         inputs=(), card: Optional[str] = None) -> None:
+    """Write ``converted`` (and the tokenizer, given the sentencepiece model; the model card
+    ``card`` as README.md, given its text: ``hf_card``) into ``output_dir``, complete or not
+    at all; an existing ``output_dir`` (the caller allowed it:
     --force) is replaced once the new one is complete."""
     *_, save_file = transformers_classes()
     with directory_published(output_dir, "transformers-", inputs) as built:
@@ -321,6 +324,9 @@ def save(converted: Converted, output_dir: str, sentencepiece_model: Optional[st
         converted.generation.save_pretrained(built)
         save_file(converted.weights, os.path.join(built, "model.safetensors"),
                   metadata={"format": "pt"})
+        if card is not None:
+            with create_new(os.path.join(built, "README.md"), "w") as out:
+                out.write(card)
         if sentencepiece_model:
             write_tokenizer(built, sentencepiece_model, *converted.dictionaries,
                             converted.langs, converted.config.max_position_embeddings)

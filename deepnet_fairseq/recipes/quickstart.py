@@ -26,7 +26,7 @@ MAX_UPDATE=2000 RETRY=1 trains a finished run further on the same schedule:
 """
 
 import argparse
-from .records import read_record
+from ..storage.records import read_record
 import itertools
 import os
 import shutil

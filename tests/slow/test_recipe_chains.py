@@ -281,7 +281,7 @@ def test_wmt17_a_launcher_killed_reads_as_interrupted_and_the_next_launch_resume
     """SIGKILL of the launcher (train.sh execs it), which can record nothing: its trainer dies
     with it, the run's lock is free, and every reader sees the status.json left "running" as
     interrupted; the next launch resumes."""
-    from deepnet_fairseq.recipes.records import read_status
+    from deepnet_fairseq.storage.records import read_status
     from deepnet_fairseq.recipes.reporting import report
 
     run = wmt17 / "runs" / "launcher-killed"

@@ -270,6 +270,57 @@ def test_an_existing_directory_is_replaced_only_with_force(toy_data, tmp_path, c
     assert "--transformers " + str(tmp_path / "hf") + " is a non-empty directory; pass --force" \
         in capsys.readouterr().err
     export.main([checkpoint, "--transformers", str(tmp_path / "hf"), "--force"])
-    assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "generation_config.json",
-                                                   "model.safetensors"]
+    assert sorted(os.listdir(tmp_path / "hf")) == ["README.md", "config.json",
+                                                   "generation_config.json", "model.safetensors"]
     assert sorted(os.listdir(tmp_path)) == ["hf", "in.pt"]  # no temporary left
+
+
+# ---- the model card ------------------------------------------------------------------------
+
+def _card(directory):
+    from huggingface_hub import ModelCard  # the Hub's own reader of the card
+
+    return ModelCard.load(str(directory / "README.md"))
+
+
+def test_the_card_says_what_the_hub_reads_and_what_the_model_is(trained):
+    """Read by huggingface_hub's own parser: the languages, library and pipeline the Hub
+    shows; the depth and size as transformers counts them; no training data claimed for a
+    checkpoint trained outside the recipes."""
+    card = _card(trained["dir"])
+    task = trained["task"]
+    assert card.data.language == [task.cfg.source_lang, task.cfg.target_lang]
+    assert (card.data.library_name, card.data.pipeline_tag) == ("transformers", "translation")
+    assert "deepnet" in card.data.tags
+    assert "3-layer encoder, 2-layer decoder" in card.text
+    assert f"| parameters | {trained['hf'].num_parameters():,} |" in card.text
+    assert "Not recorded: the checkpoint is not in a run directory" in card.text
+    assert "No evaluation recorded" in card.text
+
+
+def test_the_card_of_a_recipe_run_gives_its_data_and_its_measured_scores(toy_data, tmp_path):
+    """A checkpoint in a run of the recipes: the card names the run's dataset and data
+    settings, and tables the scores of its eval.json, direction by direction."""
+    from deepnet_fairseq.recipes.evaluation import score
+    from deepnet_fairseq.storage import directories
+    from deepnet_fairseq.storage.records import write_record
+
+    run = tmp_path / "work" / "runs" / "deepnet-3L-2L"
+    directories.make_dirs(str(run / "checkpoints"))
+    directories.make_dirs(str(run / "eval"))
+    model, _, cfg = build(toy_data, "deepnet_transformer_tiny", *NARROW)
+    checkpoint = save_checkpoint(model, cfg, run / "checkpoints" / "checkpoint_last.pt")
+    write_record(str(run / "config.json"), "run-config", {
+        "dataset": "wmt17", "command": ["fairseq-train"],
+        "settings": {"SOURCE": {"value": "multi30k", "from": "test"},
+                     "SIZE": {"value": "mini", "from": "test"},
+                     "LR": {"value": "0.002", "from": "test"}}})
+    scores = score.summarise({"en-de": {"sacrebleu": 26.85, "tok_bleu": 27.5,
+                                        "signature": "nrefs:1|tok:13a", "distinct_share": 1.0}})
+    write_record(str(run / "eval" / "eval.json"), "eval", scores)
+    export.main([checkpoint, "--transformers", str(tmp_path / "hf")])
+    card = _card(tmp_path / "hf")
+    assert "Run `deepnet-3L-2L` of the deepnet_fairseq recipes, dataset `wmt17`" in card.text
+    assert "- `SOURCE`: multi30k" in card.text and "- `SIZE`: mini" in card.text
+    assert "`LR`" not in card.text  # how it trained is in config.json, not the data section
+    assert "| en-de | 26.85 | 27.5 | `nrefs:1|tok:13a` |" in card.text

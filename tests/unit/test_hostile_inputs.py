@@ -276,7 +276,7 @@ def test_the_quickstart_shows_the_test_sentences_there_are(tmp_path, lines, monk
     """With TEST_LINES=2 the quickstart ended in a StopIteration after the whole run, showing
     three test sentences of two: it shows at most three, as many as the test set has."""
     from deepnet_fairseq.recipes import quickstart
-    from deepnet_fairseq.recipes.records import write_record
+    from deepnet_fairseq.storage.records import write_record
     from deepnet_fairseq.recipes.run.launch import paths
 
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "TEST_LINES": str(lines),

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from deepnet_fairseq import processes
-from deepnet_fairseq.recipes.records import read_status, write_record
+from deepnet_fairseq.storage.records import read_status, write_record
 from deepnet_fairseq.recipes.reporting import report
 from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.recipes.spec.settings import resolve
@@ -219,7 +219,7 @@ def test_every_reader_of_a_status_reads_it_through_read_status():
                         isinstance(kind, ast.Constant) and kind.value == "status")):
                     found.append((os.path.relpath(path, REPO), function, node.lineno))
     assert [(path, function) for path, function, _ in found] == [
-        ("deepnet_fairseq/recipes/records.py", "read_status")], found
+        ("deepnet_fairseq/storage/records.py", "read_status")], found
 
 
 def _sources(root):

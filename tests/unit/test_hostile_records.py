@@ -16,8 +16,8 @@ import os
 import pytest
 
 from deepnet_fairseq.recipes import __main__ as recipes_cli
-from deepnet_fairseq.recipes import records
-from deepnet_fairseq.recipes.records import KINDS, WRITTEN_BY, read_record, write_record
+from deepnet_fairseq.storage import records
+from deepnet_fairseq.storage.records import KINDS, WRITTEN_BY, read_record, write_record
 from deepnet_fairseq.recipes.reporting import report
 from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.storage import directories as workdir

@@ -15,7 +15,7 @@ import pytest
 from deepnet_fairseq.recipes import __main__ as recipes_cli, quickstart
 from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.storage import directories as workdir, fileio
-from deepnet_fairseq.recipes.records import write_record
+from deepnet_fairseq.storage.records import write_record
 from deepnet_fairseq.recipes.spec.settings import (DATA, SETTINGS, TRAINED, SettingError, affecting,
                                                    resolve)
 from support import REPO

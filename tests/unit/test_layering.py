@@ -18,7 +18,7 @@ LAYERS = [
     ("nn", ["nn"]),
     ("models", ["models"]),
     ("tasks", ["tasks"]),
-    ("tools", ["export", "hf_export", "hub", "average_checkpoints", "spm", "cli",
+    ("tools", ["export", "hf_export", "hf_card", "hub", "average_checkpoints", "spm", "cli",
                "fairseq_train_compat", "processes", "plotting", "fairseq_log"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),

@@ -136,7 +136,7 @@ def test_an_evaluation_reports_its_decoding(toy_data, tiny_checkpoint, tmp_path,
 
 
 def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
-    from deepnet_fairseq.recipes.records import write_record
+    from deepnet_fairseq.storage.records import write_record
     from deepnet_fairseq.recipes.run import runner
     from deepnet_fairseq.recipes.spec import settings
     from support import REPO

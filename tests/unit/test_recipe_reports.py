@@ -12,7 +12,7 @@ import pytest
 from deepnet_fairseq import fairseq_log
 from deepnet_fairseq.recipes.evaluation import score
 from deepnet_fairseq.recipes.reporting import curves, report
-from deepnet_fairseq.recipes.records import write_record
+from deepnet_fairseq.storage.records import write_record
 from deepnet_fairseq.recipes.run import runlog
 
 
@@ -468,7 +468,7 @@ def test_a_hand_edited_score_leaves_its_run_out_not_the_report(tmp_path, capsys)
 
 def _with_settings(runs, name, **values):
     """Give the fake run NAME a config.json whose settings hold VALUES (as the runner writes)."""
-    from deepnet_fairseq.recipes.records import write_record
+    from deepnet_fairseq.storage.records import write_record
 
     write_record(str(runs / name / "config.json"), "run-config", {"dataset": "wmt17", "settings": {
         key: {"value": value, "from": "a test"} for key, value in values.items()}})

@@ -1,4 +1,4 @@
-"""The recipes' records (recipes/records.py): every kind carries its schema, is written and read
+"""The recipes' records (storage/records.py): every kind carries its schema, is written and read
 in one place, and a record this code cannot read is refused in one line naming it; records
 written before the schema field existed are read as version 1 of their kind."""
 
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from deepnet_fairseq.recipes import records
-from deepnet_fairseq.recipes.records import KINDS, read_record, write_record
+from deepnet_fairseq.storage import records
+from deepnet_fairseq.storage.records import KINDS, read_record, write_record
 from deepnet_fairseq.storage.fileio import RecordError
 from support import REPO
 

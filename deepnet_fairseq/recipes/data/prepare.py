@@ -26,7 +26,7 @@ import time
 from typing import List, Tuple
 
 from .. import write_atomically, write_json
-from ..records import write_record
+from ...storage.records import write_record
 from .corpus import SPLITS, prepare as prepare_text
 from ..run.launch import paths
 from ...processes import Interrupted, run_forwarding, run_many

@@ -40,7 +40,7 @@ from typing import Optional
 
 from ...average_checkpoints import at_least_one
 from ..run import runlog
-from ..records import read_record, write_record
+from ...storage.records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree

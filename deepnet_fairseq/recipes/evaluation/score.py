@@ -36,7 +36,7 @@ from typing import Dict, List
 import sacrebleu
 from sacremoses import MosesTokenizer
 
-from ..records import write_record
+from ...storage.records import write_record
 from ...storage.fileio import (add_force_argument, check_tool_output, one_line_os_errors,
                                 open_regular)
 from ..data.clean import dropped, normaliser, read_lines

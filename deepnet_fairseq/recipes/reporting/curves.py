@@ -29,7 +29,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
-from ..records import read_record, read_status
+from ...storage.records import read_record, read_status
 from ...fairseq_log import train_seconds, valid_curve
 from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,

@@ -45,7 +45,7 @@ from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
 from ..datasets import DATASETS
-from ..records import read_record
+from ...storage.records import read_record
 from . import report
 from .report import Fit, fit_log, fits
 from .curves import training_seconds

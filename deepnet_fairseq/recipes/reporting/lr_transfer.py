@@ -38,7 +38,7 @@ from typing import Dict, List, Optional
 
 from .. import save_png, write_atomically
 from ...plotting import pyplot
-from ..records import read_record, read_status, run_names
+from ...storage.records import read_record, read_status, run_names
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
 

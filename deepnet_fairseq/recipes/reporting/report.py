@@ -54,7 +54,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .. import save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
-from ..records import read_record, read_status, run_names
+from ...storage.records import read_record, read_status, run_names
 from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
                                 ensure_directory, one_line_os_errors)
 from ..evaluation.distinct import DEFAULT_MIN_SHARE, ignores_source

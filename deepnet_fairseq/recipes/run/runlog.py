@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Dict, Optional
 
-from ..records import write_record
+from ...storage.records import write_record
 from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
 from ...fairseq_log import RESUMED, UPDATES, VALID_LOSS, as_number, classify, valid_nll
 

@@ -32,7 +32,7 @@ from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
 from .. import write_atomically
-from ..records import read_record, read_status, record_text, write_record
+from ...storage.records import read_record, read_status, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
                      method_args, paths, peak_lr, plan_layout, task_args, train_command,
                      train_environment)

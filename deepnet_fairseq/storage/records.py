@@ -17,7 +17,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional
 
-from ..storage.fileio import RecordError, read_json, write_atomically
+from .fileio import RecordError, read_json, write_atomically
 
 SCHEMA = "schema"
 KINDS = {
@@ -156,7 +156,7 @@ def read_status(run_dir: str) -> Optional[dict]:
     when the launcher and its trainer are gone, however they died) reads as ``interrupted``,
     its reason saying so; one whose lock cannot be probed from here (another host's) keeps
     ``running``, its reason saying that it cannot be told."""
-    from ..storage.directories import lock_state
+    from .directories import lock_state
 
     status = read_record(os.path.join(run_dir, "status.json"), "status")
     if status is None or status.get("status") != "running":

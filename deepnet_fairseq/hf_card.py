@@ -1,0 +1,127 @@
+"""The model card (``README.md``) of a Hugging Face export (``deepnet-export --transformers``):
+the metadata the Hub reads (languages, library, pipeline, tags) and what a user of the Hub
+expects to find: the architecture and depth, the training data, the scores the recipes
+measured, and how the model was exported.
+
+What it says is read, not assumed: the model from the exported checkpoint; the training data
+and the scores from the recipes' records of the run that holds the checkpoint
+(``RUN/config.json``, ``RUN/eval/eval.json``), where there is one (a checkpoint trained outside
+the recipes gets a card that says its data and scores are not recorded).
+"""
+
+import datetime
+import os
+from typing import Dict, List, Optional
+
+from .storage.records import read_record
+from .storage.checkpoint_io import run_directories_of
+from .storage.fileio import RecordError
+
+# the settings of a run's record that say what it was trained on (the rest say how)
+DATA_SETTINGS = ("SOURCE", "SIZE", "LANGS", "SRC", "TGT", "VOCAB", "TRAIN_LINES", "LOCAL_DIR")
+PAPER = "DeepNet: Scaling Transformers to 1,000 Layers (Wang et al., 2022, arXiv:2203.00555)"
+
+
+def run_records(checkpoint: str) -> Dict:
+    """The run's config and eval records for CHECKPOINT, {} where it is not in a run of the
+    recipes; a record that cannot be read is left out (the card says what it lacks)."""
+    runs = run_directories_of(checkpoint)
+    if len(runs) < 2:  # RUN/checkpoints/ and RUN/
+        return {}
+    run = runs[1]
+    found = {"run": os.path.basename(run)}
+    for key, path, kind in (("config", os.path.join(run, "config.json"), "run-config"),
+                            ("eval", os.path.join(run, "eval", "eval.json"), "eval")):
+        try:
+            record = read_record(path, kind)
+        except (RecordError, OSError):
+            record = None
+        if record:
+            found[key] = record
+    return found
+
+
+def parameters(weights: Dict) -> int:
+    """Parameters of the model, each tensor counted once (tied embeddings share one)."""
+    seen = {}
+    for tensor in weights.values():
+        seen.setdefault((tensor.data_ptr(), tensor.numel()), tensor.numel())
+    return sum(seen.values())
+
+
+def _front_matter(langs) -> List[str]:
+    return ["---", "language:", *[f"- {lang}" for lang in dict.fromkeys(langs)],
+            "library_name: transformers", "pipeline_tag: translation", "tags:",
+            *[f"- {tag}" for tag in ("translation", "fairseq", "fsmt", "deepnet", "deepnorm")],
+            "---", ""]
+
+
+def _training(records: Dict) -> List[str]:
+    config = records.get("config")
+    if not config:
+        return ["Not recorded: the checkpoint is not in a run directory of the deepnet_fairseq "
+                "recipes (or its `config.json` cannot be read), so its training data is "
+                "whatever it was trained on; say so here before sharing it.", ""]
+    settings = {name: item.get("value") for name, item in config.get("settings", {}).items()}
+    lines = [f"Run `{records['run']}` of the deepnet_fairseq recipes, dataset "
+             f"`{config.get('dataset', '?')}`:", ""]
+    lines += [f"- `{name}`: {settings[name]}" for name in DATA_SETTINGS if settings.get(name)]
+    return lines + ["", "Every setting the run trained with is in its `config.json` "
+                        "(`python -m deepnet_fairseq.recipes DATASET train --dry-run` prints them "
+                        "with where each came from).", ""]
+
+
+def _scores(records: Dict) -> List[str]:
+    scores = records.get("eval")
+    if not scores or not scores.get("directions"):
+        return ["No evaluation recorded for this run (the recipes' `evaluate.sh` writes one).",
+                ""]
+    lines = ["The recipes' evaluation of the run (fairseq-generate on the test set, the last "
+             "checkpoints averaged, detokenised sacreBLEU; a single checkpoint scores somewhat "
+             "differently):", "", "| direction | sacreBLEU | tokenized BLEU | signature |",
+             "|---|---|---|---|"]
+    for pair, result in sorted(scores["directions"].items()):
+        tok = result.get("tok_bleu")
+        lines.append(f"| {pair} | {result.get('sacrebleu', '')} | "
+                     f"{'' if tok is None else tok} | `{result.get('signature', '')}` |")
+    return lines + [""]
+
+
+def card_text(model_cfg: Dict, trained_arch: str, langs, weights: Dict, checkpoint: str,
+              updates: Optional[int], transformers_version: str) -> str:
+    """The README.md of the export of CHECKPOINT (its plain-transformer ``model_cfg``, the
+    ``trained_arch`` it was trained as, its ``weights`` as exported)."""
+    records = run_records(checkpoint)
+    src, tgt = langs
+    enc, dec = model_cfg["encoder_layers"], model_cfg["decoder_layers"]
+    lines = _front_matter(langs) + [
+        f"# {trained_arch}: {enc}-layer encoder, {dec}-layer decoder, {src} to {tgt}", "",
+        f"A Post-LN Transformer trained with DeepNorm ({PAPER}) by the fairseq plugin "
+        "deepnet_fairseq, exported as transformers' own `FSMTForConditionalGeneration`: "
+        "DeepNorm's residual scale is folded into the weights, so the model is fairseq's plain "
+        "transformer and needs no custom code (`trust_remote_code` is not used).", "",
+        "## Model", "", "| | |", "|---|---|",
+        f"| trained as | `{trained_arch}` (fairseq `--arch`) |",
+        f"| layers | {enc} encoder, {dec} decoder |",
+        f"| width, feed-forward, heads | {model_cfg['encoder_embed_dim']}, "
+        f"{model_cfg['encoder_ffn_embed_dim']}, {model_cfg['encoder_attention_heads']} |",
+        f"| parameters | {parameters(weights):,} |",
+        f"| updates trained | {'' if updates is None else f'{updates:,}'} |", "",
+        "## Training data", "", *_training(records),
+        "## Evaluation", "", *_scores(records),
+        "## Use", "", "```python",
+        "from transformers import AutoTokenizer, FSMTForConditionalGeneration", "",
+        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
+        'model = FSMTForConditionalGeneration.from_pretrained("PATH")',
+        'batch = tokenizer(["A sentence to translate."], return_tensors="pt")',
+        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
+        "```", "",
+        "generate() searches as fairseq-generate does by default (beam 5, length penalty 1; "
+        "`generation_config.json`).", "",
+        "## Export", "",
+        f"`deepnet-export {os.path.basename(checkpoint)} --transformers DIR` "
+        f"({datetime.date.today().isoformat()}; tested with transformers "
+        f"{transformers_version}). The export's logits equal the trained model's to float "
+        "precision and its beam search gives fairseq-generate's translations "
+        "(deepnet_fairseq's docs/deploying.md).", ""]
+    return "\n".join(lines)
