@@ -214,3 +214,39 @@ def test_evaluate_refuses_before_it_decodes(tmp_path):
         runner.evaluate(cfg, {})
     assert sorted(os.listdir(run)) == before
     lengths.refuse_too_long_to_evaluate(_cfg(tmp_path, "parallel", MAX_TOKENS="31"))
+
+
+# fairseq-train options (TRAIN_ARGS) that move fairseq's own limits, the long pair tried under
+# each, and the splits fairseq then refuses it in: the check reads the limits from the steps'
+# command lines, not from the settings
+MOVED = [("--max-source-positions 2000 --max-target-positions 2000", (1499, SHORT), {"test"}),
+         ("--encoder-learned-pos --decoder-learned-pos", (1499, SHORT), {"valid", "test"}),
+         ("--truncate-source", (1499, SHORT), {"test"}),
+         ("--skip-invalid-size-inputs-valid-test", (1499, SHORT), {"test"}),
+         ("--max-tokens-valid 20", (29, SHORT), {"valid"})]
+MOVED_CASES = [(options, pair, split, split in refused) for options, pair, refused in MOVED
+               for split in SPLITS]
+
+
+@pytest.mark.parametrize("train_args,pair,split,refused", MOVED_CASES,
+                         ids=[f"{o.split()[0]}-{s}" for o, _, s, _ in MOVED_CASES])
+def test_the_limits_are_fairseqs_under_options_that_move_them(tmp_path, train_args, pair,
+                                                               split, refused):
+    """Validation sees what fairseq-train's options say (positions raised, learned, the source
+    truncated, long pairs skipped, its own --max-tokens-valid); evaluation's fairseq-generate
+    sees its own task's positions (1024 whatever the training said) and the model's. The check
+    refuses exactly what fairseq refuses."""
+    cfg = _cfg(tmp_path, "parallel", MAX_TOKENS="4096", TRAIN_ARGS=train_args)
+    _binarise(cfg, {split: pair})
+    command = _train_command(cfg)
+    fairseq = _fairseq_refuses(cfg, command, split)
+    assert fairseq == refused
+    try:
+        lengths.refuse_too_long(cfg, command)
+    except SettingError as err:
+        assert fairseq, f"refused what fairseq accepts: {err}"
+        assert str(err).startswith(f"{split} de-en"), err
+        if "--max-tokens-valid" in train_args:
+            assert "Raise --max-tokens-valid in TRAIN_ARGS to at least 30" in str(err)
+    else:
+        assert not fairseq, "accepted what fairseq refuses"

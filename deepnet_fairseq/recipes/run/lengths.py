@@ -43,7 +43,7 @@ class Limits:
     """What one fairseq step compares each pair of SPLIT against."""
     split: str
     step: str  # who refuses, for the message
-    positions: Tuple[int, int]  # source, target; None where fairseq skips long pairs instead
+    positions: Optional[Tuple[int, int]]  # source, target; None where fairseq skips long pairs instead
     max_tokens: Optional[int]  # None: no token limit
     tokens_option: str  # the option max_tokens comes from, for the message
     langtok: Tuple[int, int]  # tokens the task adds to each side
@@ -84,7 +84,8 @@ def model_positions(args) -> Tuple[int, int]:
         DEFAULT_MAX_TARGET_POSITIONS
     from fairseq.modules import PositionalEmbedding
 
-    def side(positions: int, learned: bool) -> int:
+    def side(positions, learned: bool) -> int:
+        positions = int(positions)
         if getattr(args, "no_token_positional_embeddings", False):
             return positions
         # the embedding's limit does not depend on its width or padding index: a small one
@@ -97,16 +98,6 @@ def model_positions(args) -> Tuple[int, int]:
                  bool(getattr(args, "decoder_learned_pos", False))))
 
 
-def task_positions(args) -> Tuple[int, int]:
-    """The task's ``max_positions()``, from the task fairseq sets up for ARGS (the data
-    directory's dictionaries are read): the model's options share its option names but not
-    its defaults."""
-    from fairseq import tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    return tuple(tasks.setup_task(convert_namespace_to_omegaconf(args).task).max_positions())
-
-
 def _langtok(args) -> Tuple[int, int]:
     if args.task != "translation_multi_simple_epoch" or \
             getattr(args, "lang_tok_replacing_bos_eos", False):
@@ -115,30 +106,41 @@ def _langtok(args) -> Tuple[int, int]:
         int(bool(getattr(args, "decoder_langtok", False)))
 
 
+def _limits(split: str, step: str, args, model: Tuple[int, int]) -> Limits:
+    """The limits of SPLIT in a step whose options fairseq parsed into ARGS, over a model of
+    positions MODEL, as the step reads them: from the config fairseq makes of ARGS (its types
+    and defaults). The task's ``max_positions()`` is its config's max_source_positions and
+    max_target_positions in both tasks (its own defaults where unset: the model's options share
+    their names, not their defaults), read without setting the task up (OPUS-100's loads a
+    dictionary per language)."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    config = convert_namespace_to_omegaconf(args)
+    task, data = config.task, config.dataset
+    max_tokens = data.max_tokens_valid if split == VALID else data.max_tokens
+    positions = None if data.skip_invalid_size_inputs_valid_test else (
+        min(task.max_source_positions, model[0]), min(task.max_target_positions, model[1]))
+    return Limits(split, step, positions, max_tokens,
+                  "--max-tokens" if max_tokens == data.max_tokens else "--max-tokens-valid",
+                  _langtok(args), bool(getattr(task, "truncate_source", False)))
+
+
 def valid_limits(args) -> Limits:
-    """fairseq-train's validation (``Trainer.get_valid_iterator``): the task's and the model's
-    positions, ``--max-tokens-valid`` (``--max-tokens`` unless given)."""
-    task, model = task_positions(args), model_positions(args)
-    option = "--max-tokens" if args.max_tokens_valid == args.max_tokens else \
-        "--max-tokens-valid"
-    return Limits(VALID, "fairseq-train's validation",
-                  None if args.skip_invalid_size_inputs_valid_test else
-                  tuple(map(min, task, model)), args.max_tokens_valid, option, _langtok(args),
-                  bool(getattr(args, "truncate_source", False)))
+    """fairseq-train's validation (``Trainer.get_valid_iterator``) under the training options
+    ARGS: the task's and the model's positions, ``--max-tokens-valid`` (``--max-tokens`` unless
+    given)."""
+    return _limits(VALID, "fairseq-train's validation", args, model_positions(args))
 
 
 def test_limits(generate_argv: Sequence[str], trained) -> Limits:
     """Evaluation's fairseq-generate (``fairseq_cli.generate``) of GENERATE_ARGV over a model
-    trained with the namespace TRAINED: generate's task positions and the model's, its
+    trained with the options TRAINED: generate's task positions and the model's, its
     ``--max-tokens``."""
     from fairseq import options
 
-    args = _parse(options.get_generation_parser(), generate_argv)
-    task = task_positions(args)
-    return Limits(TEST, "evaluation's fairseq-generate",
-                  None if args.skip_invalid_size_inputs_valid_test else
-                  tuple(map(min, task, model_positions(trained))), args.max_tokens,
-                  "--max-tokens", _langtok(args), bool(getattr(args, "truncate_source", False)))
+    return _limits(TEST, "evaluation's fairseq-generate",
+                   _parse(options.get_generation_parser(), generate_argv),
+                   model_positions(trained))
 
 
 def pair_files(bin_dir: str, split: str, src: str, tgt: str) -> Optional[str]:
@@ -202,9 +204,11 @@ def problem(limits: Limits, direction: str, sizes, raw_name: str, max_tokens_set
                        f"{math.ceil(need * max_tokens_setting / limits.max_tokens)}")
             else:
                 fix = f"raise {limits.tokens_option} in TRAIN_ARGS to at least {need}"
+            origin = f" (from MAX_TOKENS={max_tokens_setting})" \
+                if limits.tokens_option == "--max-tokens" else ""
             return (f"{where}: {int(over.sum())} pair(s) longer than {limits.step}'s "
-                    f"{limits.tokens_option} {limits.max_tokens} (from MAX_TOKENS="
-                    f"{max_tokens_setting}), which it would refuse; the longest, pair {worst} "
+                    f"{limits.tokens_option} {limits.max_tokens}{origin}, which it would "
+                    f"refuse; the longest, pair {worst} "
                     f"(line {worst + 1} of {raw_name}), has {need} tokens (its longer side). "
                     f"{fix[0].upper()}{fix[1:]}, or shorten or drop those lines in your "
                     f"{limits.split} text and prepare again (after deleting the data "
