@@ -9,6 +9,7 @@ import pytest
 from support import REPO
 import test_file_layer  # noqa: E402
 import test_hostile_inputs  # noqa: E402
+import test_hostile_lengths  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
@@ -41,6 +42,10 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "an empty or misaligned split, {}"),
     (test_hostile_inputs, "test_a_config_file_sets_only_what_its_dataset_reads",
      "every dataset, `SOURCE` and setting a dataset may not read, {}"),
+    (test_hostile_lengths, "test_a_pair_fairseq_would_refuse_is_refused_before_training",
+     "for each dataset layout, split, limit and side of it, {}"),
+    (test_hostile_lengths, "test_the_limits_are_fairseqs_under_options_that_move_them",
+     "each fairseq-train option that moves a limit, in each split, {}"),
 ]
 
 
