@@ -43,7 +43,8 @@ class Limits:
     """What one fairseq step compares each pair of SPLIT against."""
     split: str
     step: str  # who refuses, for the message
-    positions: Optional[Tuple[int, int]]  # source, target; None where fairseq skips long pairs instead
+    # source, target; None where fairseq skips long pairs instead (its flag)
+    positions: Optional[Tuple[int, int]]
     max_tokens: Optional[int]  # None: no token limit
     tokens_option: str  # the option max_tokens comes from, for the message
     langtok: Tuple[int, int]  # tokens the task adds to each side
@@ -256,9 +257,9 @@ def refuse_too_long(cfg: Settings, train_command: Sequence[str], splits=(VALID, 
 
 
 def refuse_too_long_to_evaluate(cfg: Settings) -> None:
-    """``refuse_too_long`` of the test split for evaluate, with the model's positions from the command
-    its run trained with (its config.json); nothing where that record is missing or unreadable
-    (evaluate's own checks deal with it)."""
+    """``refuse_too_long`` of the test split for evaluate, with the model's positions from the
+    command its run trained with (its config.json); nothing where that record is missing or
+    unreadable (evaluate's own checks deal with it)."""
     where = paths(cfg)
     try:
         record = read_record(os.path.join(where["RUN_DIR"], "config.json"), "run-config")
