@@ -12,6 +12,7 @@ import test_hostile_inputs  # noqa: E402
 import test_hostile_exits  # noqa: E402
 import test_hostile_records  # noqa: E402
 import test_hostile_processes  # noqa: E402
+import test_hostile_lengths  # noqa: E402
 import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
@@ -59,6 +60,10 @@ CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
      "for each output of each of them, {} cases"),
     (test_hostile_exits, "test_a_special_file_where_text_is_read_is_refused_at_once",
      "against each special file, {} cases"),
+    (test_hostile_lengths, "test_a_pair_fairseq_would_refuse_is_refused_before_training",
+     "for each dataset layout, split, limit and side of it, {}"),
+    (test_hostile_lengths, "test_the_limits_are_fairseqs_under_options_that_move_them",
+     "each fairseq-train option that moves a limit, in each split, {}"),
 ]
 
 

@@ -31,6 +31,7 @@ from ...fairseq_log import HEADER, classify, one_line, vocab_size
 from ...processes import run_forwarding
 from ..data.workers import cores
 from . import runlog
+from .lengths import refuse_too_long, refuse_too_long_to_evaluate
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
@@ -249,6 +250,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
+    refuse_too_long(cfg, command)  # a valid or test pair fairseq would refuse after the work
 
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
@@ -431,6 +433,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     if not status or status.get("status") != "ok":
         raise SettingError(f"{name} has not trained successfully (no ok status in "
                            f"{run_dir}/status.json); run train.sh first")
+    refuse_too_long_to_evaluate(cfg)  # a test pair fairseq-generate would refuse at the end
     # the run's lock before anything is written: a second evaluation (or a training) is
     # refused here, with the first one's records and log untouched; the evaluation inherits it
     with RunLock(run_dir, step="evaluate") as lock:

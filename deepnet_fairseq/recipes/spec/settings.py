@@ -228,7 +228,8 @@ SETTINGS: Dict[str, Setting] = {
     # fairseq drops every training pair longer than it (a pair is at least one piece and
     # </s>): at 1 no batch was left, and training ended in an IndexError
     "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the "
-                            "longest validation pair, which train checks against the data)",
+                            "longest validation or test pair, which train checks against "
+                            "the data)",
                      bounds=(2, None, True)),
     "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),

@@ -1,0 +1,270 @@
+"""Valid and test pairs fairseq would refuse, found before a run trains (issue 43).
+
+fairseq-train checks every validation pair against the model's positions and its batch size
+only when it first validates, after an epoch of training; evaluation's fairseq-generate checks
+the test pairs only after the whole run. Both refuse a single pair that does not fit, so a
+run would train for nothing. ``refuse_too_long`` asks the same questions of the binarised
+valid and test splits before the train step launches fairseq (and evaluate before it decodes),
+with the limits read from the two steps' own command lines by fairseq's own parsers:
+
+* positions (``FairseqTask.filter_indices_by_size`` over ``data_utils.
+  filter_paired_dataset_indices_by_size``): a pair's source tokens above the smaller of the
+  task's ``--max-source-positions`` and the encoder's ``max_positions()`` (its positional
+  embedding's own limit), or its target tokens above the decoder's; fairseq-train's validation
+  and fairseq-generate raise unless ``--skip-invalid-size-inputs-valid-test``. In generate
+  the task's limits are generate's own options, the model's those it was trained with;
+* batch size (``data_utils.batch_by_size``): a pair's ``num_tokens``, max(source, target),
+  above ``--max-tokens-valid`` (``--max-tokens`` unless set) in validation, or above
+  generate's ``--max-tokens`` (twice MAX_TOKENS, ``launch.evaluate_command``): an assertion.
+
+A pair's tokens are its binarised sizes (pieces and ``</s>``, as fairseq-preprocess wrote
+them, read by fairseq's own indexed-dataset reader), as the task loads them: the multilingual
+task (``translation_multi_simple_epoch``) prepends a language token to the source
+(``--encoder-langtok``) and to the target (``--decoder-langtok``) of every pair, unless
+``--lang-tok-replacing-bos-eos``; ``--truncate-source`` cuts the source to its positions.
+"""
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from ...storage.records import read_record
+from ..spec.settings import SettingError, Settings
+from ...storage.fileio import RecordError
+from .launch import evaluate_command, paths
+
+VALID, TEST = "valid", "test"
+
+
+@dataclass
+class Limits:
+    """What one fairseq step compares each pair of SPLIT against."""
+    split: str
+    step: str  # who refuses, for the message
+    # source, target; None where fairseq skips long pairs instead (its flag)
+    positions: Optional[Tuple[int, int]]
+    max_tokens: Optional[int]  # None: no token limit
+    tokens_option: str  # the option max_tokens comes from, for the message
+    langtok: Tuple[int, int]  # tokens the task adds to each side
+    truncate_source: bool
+
+
+def _parse(parser, argv: Sequence[str]):
+    """fairseq's namespace for ARGV as the step's own CLI would parse it (the architecture's,
+    task's and plugin's options and defaults: ``--max-source-positions`` may come from any)."""
+    from fairseq import options
+
+    from ... import register
+
+    register()  # the plugin's architectures, as --user-dir adds them
+    utils_log = logging.getLogger("fairseq.utils")  # "--user-dir=... already imported"
+    level = utils_log.level
+    utils_log.setLevel(logging.WARNING)
+    try:
+        args, _ = options.parse_args_and_arch(parser, list(argv), parse_known=True)
+    finally:
+        utils_log.setLevel(level)
+    return args
+
+
+def train_args(command: Sequence[str], bin_dir: str):
+    """fairseq-train's namespace of a training COMMAND (any launcher: its arguments start at
+    the data directory)."""
+    from fairseq import options
+
+    return _parse(options.get_training_parser(), command[list(command).index(bin_dir):])
+
+
+def model_positions(args) -> Tuple[int, int]:
+    """The trained model's ``max_positions()``, as fairseq's Transformer encoder and decoder
+    compute it (every architecture of the plugin is one): the configured positions, capped by
+    the positional embedding's own limit (sinusoidal: 100,000) where there is one."""
+    from fairseq.models.transformer import DEFAULT_MAX_SOURCE_POSITIONS, \
+        DEFAULT_MAX_TARGET_POSITIONS
+    from fairseq.modules import PositionalEmbedding
+
+    def side(positions, learned: bool) -> int:
+        positions = int(positions)
+        if getattr(args, "no_token_positional_embeddings", False):
+            return positions
+        # the embedding's limit does not depend on its width or padding index: a small one
+        return min(positions, PositionalEmbedding(positions, 4, 1, learned=learned).max_positions)
+
+    # unset (the model's options default to none), as the model's build_model sets them
+    return (side(getattr(args, "max_source_positions", None) or DEFAULT_MAX_SOURCE_POSITIONS,
+                 bool(getattr(args, "encoder_learned_pos", False))),
+            side(getattr(args, "max_target_positions", None) or DEFAULT_MAX_TARGET_POSITIONS,
+                 bool(getattr(args, "decoder_learned_pos", False))))
+
+
+def _langtok(args) -> Tuple[int, int]:
+    if args.task != "translation_multi_simple_epoch" or \
+            getattr(args, "lang_tok_replacing_bos_eos", False):
+        return 0, 0
+    return int(bool(getattr(args, "encoder_langtok", None))), \
+        int(bool(getattr(args, "decoder_langtok", False)))
+
+
+def _limits(split: str, step: str, args, model: Tuple[int, int]) -> Limits:
+    """The limits of SPLIT in a step whose options fairseq parsed into ARGS, over a model of
+    positions MODEL, as the step reads them: from the config fairseq makes of ARGS (its types
+    and defaults). The task's ``max_positions()`` is its config's max_source_positions and
+    max_target_positions in both tasks (its own defaults where unset: the model's options share
+    their names, not their defaults), read without setting the task up (OPUS-100's loads a
+    dictionary per language)."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    config = convert_namespace_to_omegaconf(args)
+    task, data = config.task, config.dataset
+    max_tokens = data.max_tokens_valid if split == VALID else data.max_tokens
+    positions = None if data.skip_invalid_size_inputs_valid_test else (
+        min(task.max_source_positions, model[0]), min(task.max_target_positions, model[1]))
+    return Limits(split, step, positions, max_tokens,
+                  "--max-tokens" if max_tokens == data.max_tokens else "--max-tokens-valid",
+                  _langtok(args), bool(getattr(task, "truncate_source", False)))
+
+
+def valid_limits(args) -> Limits:
+    """fairseq-train's validation (``Trainer.get_valid_iterator``) under the training options
+    ARGS: the task's and the model's positions, ``--max-tokens-valid`` (``--max-tokens`` unless
+    given)."""
+    return _limits(VALID, "fairseq-train's validation", args, model_positions(args))
+
+
+def test_limits(generate_argv: Sequence[str], trained) -> Limits:
+    """Evaluation's fairseq-generate (``fairseq_cli.generate``) of GENERATE_ARGV over a model
+    trained with the options TRAINED: generate's task positions and the model's, its
+    ``--max-tokens``."""
+    from fairseq import options
+
+    return _limits(TEST, "evaluation's fairseq-generate",
+                   _parse(options.get_generation_parser(), generate_argv),
+                   model_positions(trained))
+
+
+def pair_files(bin_dir: str, split: str, src: str, tgt: str) -> Optional[str]:
+    """The prefix of a direction's binarised split, looked up as fairseq's tasks look it up
+    (SPLIT.SRC-TGT, else the reverse direction's SPLIT.TGT-SRC); None where neither exists."""
+    from fairseq.data import indexed_dataset
+
+    for pair in (f"{src}-{tgt}", f"{tgt}-{src}"):
+        prefix = os.path.join(bin_dir, f"{split}.{pair}.")
+        if indexed_dataset.dataset_exists(prefix + src, impl=None):  # the tasks' default
+            return prefix
+    return None
+
+
+def pair_sizes(prefix: str, src: str, tgt: str):
+    """(source sizes, target sizes) of a binarised split, each pair's pieces with ``</s>``,
+    by fairseq's own reader."""
+    from fairseq.data import data_utils
+
+    sizes = []
+    for lang in (src, tgt):
+        # held while its sizes are copied: the mmap reader unmaps them when it is collected
+        dataset = data_utils.load_indexed_dataset(prefix + lang, None)
+        sizes.append(dataset.sizes.astype("int64"))
+        del dataset
+    return tuple(sizes)
+
+
+def problem(limits: Limits, direction: str, sizes, raw_name: str, max_tokens_setting: int,
+            ) -> Optional[str]:
+    """Why LIMITS's step would refuse a pair of DIRECTION's sizes (``pair_sizes``), one line
+    naming the longest such pair (its line in RAW_NAME, the text prepare read) and what to do;
+    None where every pair fits. MAX_TOKENS_SETTING: MAX_TOKENS, which the step's token limit
+    scales."""
+    src, tgt = sizes
+    if limits.truncate_source and limits.positions:
+        src = src.clip(max=limits.positions[0])
+    src, tgt = src + limits.langtok[0], tgt + limits.langtok[1]
+    where = (f"{limits.split} {direction}" + (" (a language token added to each side)"
+                                               if any(limits.langtok) else ""))
+    if limits.positions:
+        over = (src > limits.positions[0]) | (tgt > limits.positions[1])
+        if over.any():
+            excess = (src - limits.positions[0]).clip(min=0) + \
+                (tgt - limits.positions[1]).clip(min=0)
+            worst = int(excess.argmax())
+            return (f"{where}: {int(over.sum())} pair(s) longer than the model's positions "
+                    f"({limits.positions[0]} source, {limits.positions[1]} target tokens), which "
+                    f"{limits.step} would refuse; the longest, pair {worst} (line {worst + 1} of "
+                    f"{raw_name}), has {src[worst]} source and {tgt[worst]} target tokens. "
+                    f"Shorten or drop those lines in your {limits.split} text and prepare again "
+                    f"(after deleting the data directory, which the recipes made)")
+    if limits.max_tokens is not None:
+        tokens = src.clip(min=tgt)  # fairseq's num_tokens: the longer side
+        over = tokens > limits.max_tokens
+        if over.any():
+            worst = int(tokens.argmax())
+            need = tokens[worst]
+            if limits.tokens_option == "--max-tokens":
+                fix = (f"raise MAX_TOKENS to at least "
+                       f"{math.ceil(need * max_tokens_setting / limits.max_tokens)}")
+            else:
+                fix = f"raise {limits.tokens_option} in TRAIN_ARGS to at least {need}"
+            origin = f" (from MAX_TOKENS={max_tokens_setting})" \
+                if limits.tokens_option == "--max-tokens" else ""
+            return (f"{where}: {int(over.sum())} pair(s) longer than {limits.step}'s "
+                    f"{limits.tokens_option} {limits.max_tokens}{origin}, which it would "
+                    f"refuse; the longest, pair {worst} "
+                    f"(line {worst + 1} of {raw_name}), has {need} tokens (its longer side). "
+                    f"{fix[0].upper()}{fix[1:]}, or shorten or drop those lines in your "
+                    f"{limits.split} text and prepare again (after deleting the data "
+                    f"directory, which the recipes made)")
+    return None
+
+
+def directions(cfg: Settings, generate_argv: Sequence[str]) -> List[Tuple[str, str]]:
+    """The (source, target) directions a step of CFG validates and evaluates: SRC-TGT, or
+    every direction of a multilingual dataset's --lang-pairs (as the commands give them)."""
+    if not cfg.declaration.multilingual:
+        return [(cfg["SRC"], cfg["TGT"])]
+    pairs = list(generate_argv)[list(generate_argv).index("--lang-pairs") + 1]
+    return [tuple(pair.split("-")) for pair in pairs.split(",")]
+
+
+def refuse_too_long(cfg: Settings, train_command: Sequence[str], splits=(VALID, TEST)) -> None:
+    """Refuse (a SettingError, one line) the run of CFG, trained by TRAIN_COMMAND, when a pair
+    of SPLITS of its prepared data would be refused by fairseq-train's validation (valid) or
+    evaluation's fairseq-generate (test): too long for the model's positions, or for the step's
+    --max-tokens. Every direction is read; the message names the first refused one."""
+    where = paths(cfg)
+    generate_argv = evaluate_command(cfg)
+    generate_argv = generate_argv[generate_argv.index("--") + 1:]
+    found = [(split, src, tgt, prefix) for split in splits
+             for src, tgt in directions(cfg, generate_argv)
+             for prefix in [pair_files(where["BIN"], split, src, tgt)] if prefix]
+    if not found:
+        return  # nothing binarised: fairseq names a missing split itself
+    trained = train_args(train_command, where["BIN"])
+    limits = {VALID: valid_limits(trained) if VALID in splits else None,
+              TEST: test_limits(generate_argv, trained) if TEST in splits else None}
+    for split in splits:
+        refused = []
+        for _, src, tgt, prefix in (f for f in found if f[0] == split):
+            pair = os.path.basename(prefix).split(".")[1]
+            raw = os.path.join(where["RAW"], f"{split}.{pair}.{{{src},{tgt}}}")
+            why = problem(limits[split], f"{src}-{tgt}", pair_sizes(prefix, src, tgt), raw,
+                          cfg.int("MAX_TOKENS"))
+            if why:
+                refused.append(why)
+        if refused:
+            more = f" ({len(refused) - 1} other direction(s) too)" if len(refused) > 1 else ""
+            raise SettingError(refused[0] + more)
+
+
+def refuse_too_long_to_evaluate(cfg: Settings) -> None:
+    """``refuse_too_long`` of the test split for evaluate, with the model's positions from the
+    command its run trained with (its config.json); nothing where that record is missing or
+    unreadable (evaluate's own checks deal with it)."""
+    where = paths(cfg)
+    try:
+        record = read_record(os.path.join(where["RUN_DIR"], "config.json"), "run-config")
+    except RecordError:
+        return
+    command = (record or {}).get("command")
+    if command and where["BIN"] in command:
+        refuse_too_long(cfg, command, splits=(TEST,))
