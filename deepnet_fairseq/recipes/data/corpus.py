@@ -34,10 +34,8 @@ _PROCESSORS = {}  # the sentencepiece model, loaded once per process (one file's
 
 
 def _encode_task(model: str, source: str, dest: str) -> None:
-    import sentencepiece
-
-    if model not in _PROCESSORS:
-        _PROCESSORS[model] = sentencepiece.SentencePieceProcessor(model_file=model)
+    if model not in _PROCESSORS:  # through the one reader of a model (a FIFO refused)
+        _PROCESSORS[model] = spm.load(model)
     # newline="\n": lines as cleaning wrote them (it leaves no \r in them)
     with open(source, encoding="utf-8", newline="\n") as src, \
             create_new(dest) as dst:  # in the directory being built
