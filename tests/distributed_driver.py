@@ -1,6 +1,6 @@
 """Several fairseq-train runs in one torchrun launch (tests/slow/test_distributed.py).
 
-    torchrun --nproc_per_node 2 tests/distributed_driver.py RUNS.json
+    torchrun --nproc_per_node 2 tests/distributed_driver.py RUNS.json   (or 1, or more)
 
 RUNS.json is a list of {"name", "log", "argv"}, and optionally "steps" and "sharding". Each run
 is fairseq-train's own ``cli_main`` (through ``deepnet_fairseq.fairseq_train_compat``, as the
@@ -105,6 +105,9 @@ def main(spec: str) -> None:
         handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
         if rank == 0:
             root.addHandler(handler)
+            # as fairseq's distributed_init sets it on rank 0; one process (no process group) is
+            # left at the root's WARNING, fairseq's own basicConfig having found our handler
+            root.setLevel(logging.INFO)
         sys.argv = ["fairseq-train", *run["argv"]]
         unwrap = [record_first_update(run["steps"])] if run.get("steps") else []
         if run.get("sharding") == "fairscale":
@@ -119,8 +122,10 @@ def main(spec: str) -> None:
             handler.close()
             for undo in unwrap:
                 undo()
-        with open(f"{run['log']}.rank{dist.get_rank()}.json", "w") as handle:
-            json.dump({"rank": dist.get_rank(), "world_size": dist.get_world_size(),
+        # one process (--nproc_per_node 1): fairseq trains without a process group
+        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+        with open(f"{run['log']}.rank{rank}.json", "w") as handle:
+            json.dump({"rank": rank, "world_size": world,
                        "fairscale_imported": "fairscale" in sys.modules}, handle)
 
 

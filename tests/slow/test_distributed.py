@@ -40,14 +40,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def torchrun(*args, timeout=600) -> str:
-    """``torchrun --nproc_per_node 2 ARGS`` with one thread a process; its output (fairseq
-    logs to stderr here)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+def torchrun(*args, timeout=600, nproc=2, pythonpath=()) -> str:
+    """``torchrun --nproc_per_node NPROC ARGS`` with one thread a process; its output (fairseq
+    logs to stderr here). ``pythonpath``: folders searched after this checkout, before the
+    installed packages."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *map(str, args)]
     # this checkout's package first, also for a script (tests/distributed_driver.py), whose
     # sys.path starts at its own folder rather than the working directory
-    path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [REPO, *map(str, pythonpath),
+                                         os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
     output = proc.stdout + proc.stderr
