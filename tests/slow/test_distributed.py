@@ -189,7 +189,7 @@ def test_monitors_log_real_values_with_two_processes(two_process_runs):
         assert all(math.isfinite(v) and v > 0 for v in values.values()), values
 
 
-# --- ZeRO-1 (fairseq's --zero-sharding os: fairscale's OSS shards Adam's state) ------------
+# --- ZeRO-1 (fairseq's --zero-sharding os: torch's ZeRO shards Adam's state, nn/zero.py) -----
 
 ZERO = {"fp32": ["--zero-sharding", "os"],
         # fairseq refuses ZeRO with fp16's flattened master copy: one master per parameter
@@ -269,10 +269,10 @@ def zero_ln_lr(toy_data, tmp_path_factory):
 
 @pytest.mark.parametrize("precision", sorted(ZERO))
 def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precision):
-    """With ZeRO-1 (fairscale's OSS steps each rank's shard of the parameters, then broadcasts
+    """With ZeRO-1 (torch's ZeRO steps each rank's shard of the parameters, then broadcasts
     them), one update scales every tagged LayerNorm step by its stack's k on both ranks, the
     tagged parameters of either rank's shard alike, and changes no other step. In fp16 the
-    steps compared are those of the fp32 master copies OSS shards (--fp16-no-flatten-grads)."""
+    steps compared are those of the fp32 master copies ZeRO shards (--fp16-no-flatten-grads)."""
     from deepnet_fairseq import constants
     from deepnet_fairseq.nn import layernorm_lr
 
@@ -281,8 +281,8 @@ def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precisio
                                               "paper")
     layernorm = sorted(n for n in scaled[0]["steps"] if ".layers." in n and "layer_norm" in n)
     assert len(layernorm) == 2 * (2 * 2 + 2 * 3)  # gain and bias of 2x2 encoder, 2x3 decoder LNs
-    optimizers = {"fp32": ["FairseqAdam", "FairseqOSS", "Adam"],
-                  "fp16": ["FP16Optimizer", "FairseqOSS", "Adam"]}[precision]
+    optimizers = {"fp32": ["FairseqAdam", "FairseqZeRO", "Adam"],
+                  "fp16": ["FP16Optimizer", "FairseqZeRO", "Adam"]}[precision]
     for records in (plain, scaled):
         assert [r["optimizers"] for r in records] == [optimizers, optimizers]
     # each rank's shard holds some of the tagged parameters, and together all of them
@@ -290,7 +290,7 @@ def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precisio
     assert own[0] and own[1] and not own[0] & own[1] and own[0] | own[1] == set(layernorm)
     assert plain[0]["own_tagged"] == []
     for key in ("steps", "masters") if precision == "fp16" else ("steps",):
-        for name in scaled[0][key]:  # the replicas agree after OSS's broadcast
+        for name in scaled[0][key]:  # the replicas agree after ZeRO's broadcast
             for records in (plain, scaled):
                 assert torch.equal(records[0][key][name], records[1][key][name]), (key, name)
     stepped = "masters" if precision == "fp16" else "steps"
