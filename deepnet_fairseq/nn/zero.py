@@ -97,8 +97,9 @@ def shard_(optimizer, group) -> None:
     optimizer.optimizer = FairseqZeRO(
         torch_optimizer.param_groups, type(torch_optimizer), process_group=group,
         parameters_as_bucket_view=True, **optimizer.optimizer_config)
-    logger.info(f"ZeRO-1: torch's ZeroRedundancyOptimizer shards {type(torch_optimizer).__name__}'s "
-                f"state over {optimizer.optimizer.world_size} processes")
+    logger.info(f"ZeRO-1: torch's ZeroRedundancyOptimizer shards "
+                f"{type(torch_optimizer).__name__}'s state over "
+                f"{optimizer.optimizer.world_size} processes")
 
 
 def install() -> None:

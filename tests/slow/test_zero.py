@@ -177,7 +177,8 @@ def test_memory_efficient_fp16_zero1_resumes_with_its_fp32_moments(runs):
 def test_a_zero1_checkpoint_is_the_unsharded_one(runs):
     """A (ZeRO-1) and W (unsharded) at the end of epoch 1: the same file contents, the
     optimizer state consolidated from both shards whole."""
-    sharded, unsharded = checkpoint(runs / "A" / "checkpoint1.pt"), checkpoint(runs / "W" / "checkpoint1.pt")
+    sharded = checkpoint(runs / "A" / "checkpoint1.pt")
+    unsharded = checkpoint(runs / "W" / "checkpoint1.pt")
     assert "shards Adam's state over 2 processes" in log(runs, "A")
     assert_same_training(sharded, unsharded, rtol=0, atol=0)
     assert (sharded["last_optimizer_state"]["param_groups"]
@@ -187,7 +188,8 @@ def test_a_zero1_checkpoint_is_the_unsharded_one(runs):
 
 def check_resumed(runs, name, source):
     """``name`` loaded ``source`` at update 10 and trained epoch 2 as R did."""
-    assert f"Loaded checkpoint {runs / source / 'checkpoint1.pt'} (epoch 2 @ 10 updates)" in log(runs, name)
+    loaded = f"Loaded checkpoint {runs / source / 'checkpoint1.pt'} (epoch 2 @ 10 updates)"
+    assert loaded in log(runs, name)
     resumed, reference = losses(runs, name), losses(runs, "R")
     assert sorted(resumed) == sorted(reference) == list(range(11, 21))
     for update in resumed:
