@@ -1,22 +1,27 @@
 """Several fairseq-train runs in one torchrun launch (tests/slow/test_distributed.py).
 
-    torchrun --nproc_per_node 2 tests/distributed_driver.py RUNS.json
+    torchrun --nproc_per_node 2 tests/distributed_driver.py RUNS.json   (or 1, or more)
 
-RUNS.json is a list of {"name", "log", "argv"}, and optionally "steps". Each run is fairseq-train's own ``cli_main``
-(through ``deepnet_fairseq.fairseq_train_compat``, as the recipes launch CPU processes) with
+RUNS.json is a list of {"name", "log", "argv"}, and optionally "steps" and "sharding". Each run
+is fairseq-train's own ``cli_main`` (through ``deepnet_fairseq.fairseq_train_compat``, as the
+recipes launch CPU processes) with
 ``sys.argv`` set to ``argv``; the process group torchrun's environment set up for the first
 run is reused by the next (fairseq's ``distributed_init`` accepts an initialised one). This
 spends torch/fairseq's import time (~15 s a launch on a small CPU) once for all the runs.
 
 Rank 0 copies each run's log (fairseq logs on rank 0 only) to ``log``; every rank writes
-``log + ".rank<r>.json"`` with the rank and world size it finished the run in. An exception
-ends the launch (torchrun then stops the other rank), naming the run that failed.
+``log + ".rank<r>.json"`` with the rank and world size it finished the run in, and whether
+fairscale had been imported by then. An exception ends the launch (torchrun then stops the
+other rank), naming the run that failed.
 
 With "steps", every rank saves to ``steps + ".rank<r>.pt"`` the first update's step of each
 model parameter (``{name: after - before}``), of each fp32 master copy when fairseq's
 FP16Optimizer keeps one per parameter (--fp16-no-flatten-grads), the classes of the
 optimizer's layers, and the names of the tagged LayerNorm parameters (layernorm_lr.py) whose
-optimizer state this rank's shard holds (ZeRO-1: fairscale's OSS partition).
+optimizer state this rank's shard holds (ZeRO-1).
+
+With "sharding": "fairscale", --zero-sharding os runs on fairseq's own fairscale OSS instead of
+the plugin's torch ZeRO (deepnet_fairseq/nn/zero.py), to compare the two.
 """
 
 import json
@@ -63,12 +68,31 @@ def save_steps(trainer, before, path):
         names = {id(m): n for n, m in zip(trainable, masters)}
     torch_optimizer = trainer.optimizer.optimizer  # what fairseq's wrapper steps
     record["optimizers"] = [type(trainer.optimizer).__name__, type(torch_optimizer).__name__]
-    if hasattr(torch_optimizer, "partition_parameters"):  # fairscale's OSS and its shard
+    if hasattr(torch_optimizer, "optim"):  # ZeRO-1 (torch's or fairscale's): this rank's shard
         record["optimizers"].append(type(torch_optimizer.optim).__name__)
-        own = torch_optimizer.partition_parameters()[dist.get_rank()]
+        own = torch_optimizer.optim.param_groups
         record["own_tagged"] = sorted(names[id(p)] for group in own for p in group["params"]
                                       if layernorm_lr.multiplier_of(p) is not None)
     torch.save(record, path)
+
+
+def shard_with_fairscale():
+    """Make fairseq's trainer shard with fairseq's own ``shard_`` (fairscale's OSS) instead of
+    the plugin's (torch's ZeRO, deepnet_fairseq/nn/zero.py); returns a function that undoes it."""
+    from fairseq import optim
+    from fairseq.trainer import Trainer
+
+    original = Trainer._build_optimizer
+
+    def build_optimizer(self):
+        ours, optim.shard_ = optim.shard_, optim.shard.shard_
+        try:
+            original(self)
+        finally:
+            optim.shard_ = ours
+
+    Trainer._build_optimizer = build_optimizer
+    return lambda: setattr(Trainer, "_build_optimizer", original)
 
 
 def main(spec: str) -> None:
@@ -81,8 +105,13 @@ def main(spec: str) -> None:
         handler.setFormatter(logging.Formatter("%(levelname)s:%(name)s:%(message)s"))
         if rank == 0:
             root.addHandler(handler)
+            # as fairseq's distributed_init sets it on rank 0; one process (no process group) is
+            # left at the root's WARNING, fairseq's own basicConfig having found our handler
+            root.setLevel(logging.INFO)
         sys.argv = ["fairseq-train", *run["argv"]]
-        unwrap = record_first_update(run["steps"]) if run.get("steps") else None
+        unwrap = [record_first_update(run["steps"])] if run.get("steps") else []
+        if run.get("sharding") == "fairscale":
+            unwrap.append(shard_with_fairscale())
         try:
             fairseq_train_compat.main()
         except BaseException:
@@ -91,10 +120,13 @@ def main(spec: str) -> None:
         finally:
             root.removeHandler(handler)
             handler.close()
-            if unwrap:
-                unwrap()
-        with open(f"{run['log']}.rank{dist.get_rank()}.json", "w") as handle:
-            json.dump({"rank": dist.get_rank(), "world_size": dist.get_world_size()}, handle)
+            for undo in unwrap:
+                undo()
+        # one process (--nproc_per_node 1): fairseq trains without a process group
+        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+        with open(f"{run['log']}.rank{rank}.json", "w") as handle:
+            json.dump({"rank": rank, "world_size": world,
+                       "fairscale_imported": "fairscale" in sys.modules}, handle)
 
 
 if __name__ == "__main__":

@@ -37,11 +37,12 @@ parameters live in one fp32 buffer: add ``--fp16-no-flatten-grads`` or use
 ``--optimizer composite``. The recipes add ``--fp16-no-flatten-grads`` themselves when a method
 uses the option under fp16/bf16 (``recipes.run.launch.per_tensor_steps``), so their GPU defaults
 need nothing from the user; tests/unit/test_layernorm_lr.py checks one fp16 update both ways.
-ZeRO-1 (``--zero-sharding os``) works in fp32 and with ``--fp16-no-flatten-grads``: fairscale's
-OSS is a torch optimizer whose step runs the shard's own optimizer and then broadcasts the
-shards, so the outer (OSS) step saves and rescales every tagged parameter on every process and
-the inner one leaves them to it (``_CLAIMED``); tests/slow/test_distributed.py checks one update of
-2 processes in both precisions.
+ZeRO-1 (``--zero-sharding os``) works in fp32 and with ``--fp16-no-flatten-grads``: torch's
+ZeroRedundancyOptimizer (``nn/zero.py``; fairseq's own fairscale OSS alike) is a torch optimizer
+whose step runs the shard's own optimizer and then broadcasts the shards, so the outer (ZeRO)
+step saves and rescales every tagged parameter on every process and the inner one leaves them to
+it (``_CLAIMED``); tests/slow/test_distributed.py checks one update of 2 processes in both
+precisions.
 """
 
 import weakref
@@ -182,7 +183,7 @@ _TAGGED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 # optimizer -> [(parameter, value before the step or None, k, e)] while its step runs
 _PENDING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 # ids of the parameters some running step has saved: an optimizer stepping inside another's
-# step (ZeRO's OSS steps a per-rank optimizer) leaves them to the outer one, so k applies once
+# step (ZeRO steps a per-rank optimizer) leaves them to the outer one, so k applies once
 _CLAIMED: set = set()
 
 

@@ -40,14 +40,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def torchrun(*args, timeout=600) -> str:
-    """``torchrun --nproc_per_node 2 ARGS`` with one thread a process; its output (fairseq
-    logs to stderr here)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+def torchrun(*args, timeout=600, nproc=2, pythonpath=()) -> str:
+    """``torchrun --nproc_per_node NPROC ARGS`` with one thread a process; its output (fairseq
+    logs to stderr here). ``pythonpath``: folders searched after this checkout, before the
+    installed packages."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
            "--master_addr", "127.0.0.1", "--master_port", str(free_port()), *map(str, args)]
     # this checkout's package first, also for a script (tests/distributed_driver.py), whose
     # sys.path starts at its own folder rather than the working directory
-    path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [REPO, *map(str, pythonpath),
+                                         os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
     output = proc.stdout + proc.stderr
@@ -162,7 +164,8 @@ def two_process_runs(toy_data, tmp_path_factory):
 def check_two_process_run(log_path):
     for rank in (0, 1):  # both processes finished this run, in a world of 2
         with open(f"{log_path}.rank{rank}.json") as handle:
-            assert json.load(handle) == {"rank": rank, "world_size": 2}
+            finished = json.load(handle)
+            assert (finished["rank"], finished["world_size"]) == (rank, 2)
     log = open(log_path).read()
     assert "training on 2 devices" in log and "'distributed_world_size': 2" in log
     records = by_update(train_inner(log))
@@ -186,7 +189,7 @@ def test_monitors_log_real_values_with_two_processes(two_process_runs):
         assert all(math.isfinite(v) and v > 0 for v in values.values()), values
 
 
-# --- ZeRO-1 (fairseq's --zero-sharding os: fairscale's OSS shards Adam's state) ------------
+# --- ZeRO-1 (fairseq's --zero-sharding os: torch's ZeRO shards Adam's state, nn/zero.py) -----
 
 ZERO = {"fp32": ["--zero-sharding", "os"],
         # fairseq refuses ZeRO with fp16's flattened master copy: one master per parameter
@@ -266,10 +269,10 @@ def zero_ln_lr(toy_data, tmp_path_factory):
 
 @pytest.mark.parametrize("precision", sorted(ZERO))
 def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precision):
-    """With ZeRO-1 (fairscale's OSS steps each rank's shard of the parameters, then broadcasts
+    """With ZeRO-1 (torch's ZeRO steps each rank's shard of the parameters, then broadcasts
     them), one update scales every tagged LayerNorm step by its stack's k on both ranks, the
     tagged parameters of either rank's shard alike, and changes no other step. In fp16 the
-    steps compared are those of the fp32 master copies OSS shards (--fp16-no-flatten-grads)."""
+    steps compared are those of the fp32 master copies ZeRO shards (--fp16-no-flatten-grads)."""
     from deepnet_fairseq import constants
     from deepnet_fairseq.nn import layernorm_lr
 
@@ -278,8 +281,8 @@ def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precisio
                                               "paper")
     layernorm = sorted(n for n in scaled[0]["steps"] if ".layers." in n and "layer_norm" in n)
     assert len(layernorm) == 2 * (2 * 2 + 2 * 3)  # gain and bias of 2x2 encoder, 2x3 decoder LNs
-    optimizers = {"fp32": ["FairseqAdam", "FairseqOSS", "Adam"],
-                  "fp16": ["FP16Optimizer", "FairseqOSS", "Adam"]}[precision]
+    optimizers = {"fp32": ["FairseqAdam", "FairseqZeRO", "Adam"],
+                  "fp16": ["FP16Optimizer", "FairseqZeRO", "Adam"]}[precision]
     for records in (plain, scaled):
         assert [r["optimizers"] for r in records] == [optimizers, optimizers]
     # each rank's shard holds some of the tagged parameters, and together all of them
@@ -287,7 +290,7 @@ def test_zero1_scales_the_layernorm_steps_by_the_multiplier(zero_ln_lr, precisio
     assert own[0] and own[1] and not own[0] & own[1] and own[0] | own[1] == set(layernorm)
     assert plain[0]["own_tagged"] == []
     for key in ("steps", "masters") if precision == "fp16" else ("steps",):
-        for name in scaled[0][key]:  # the replicas agree after OSS's broadcast
+        for name in scaled[0][key]:  # the replicas agree after ZeRO's broadcast
             for records in (plain, scaled):
                 assert torch.equal(records[0][key][name], records[1][key][name]), (key, name)
     stepped = "masters" if precision == "fp16" else "steps"

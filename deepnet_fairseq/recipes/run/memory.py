@@ -120,12 +120,14 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
         raise ValueError("no CPU activation model with activation checkpointing (not measured)")
     weight = WEIGHT_BYTES[precision]
     master = 0 if memory_efficient else MASTER_BYTES[precision]
-    # ZeRO-1 (--zero-sharding os) wraps fairseq's inner torch optimizer in fairscale's OSS
-    # (fairseq/optim/shard.py): OSS steps and keeps Adam's m and v only for this rank's share
-    # of the parameters. FP16Optimizer's fp32 master copies and their gradients stay whole on
-    # every rank (built before sharding, fairseq/optim/fp16_optimizer.py), and the trainer
-    # refuses flat fp16 params with ZeRO (--fp16-no-flatten-grads, which the plan adds), since
-    # OSS shards by tensor and one flat tensor would land on one rank.
+    # ZeRO-1 (--zero-sharding os) wraps fairseq's inner torch optimizer in torch's
+    # ZeroRedundancyOptimizer (the plugin's fairseq.optim.shard_, nn/zero.py, in place of
+    # fairscale's OSS): it steps and keeps Adam's m and v only for this rank's share of the
+    # parameters, the parameters themselves as views of one buffer per rank (no copy).
+    # FP16Optimizer's fp32 master copies and their gradients stay whole on every rank (built
+    # before sharding, fairseq/optim/fp16_optimizer.py), and the trainer refuses flat fp16
+    # params with ZeRO (--fp16-no-flatten-grads, which the plan adds), since ZeRO shards by
+    # tensor and one flat tensor would land on one rank.
     shards = world if zero else 1
     components = {
         "weights": weight * params,
