@@ -99,9 +99,9 @@ def test_output_is_model_only_plain_and_plugin_free(toy_data, tmp_path):
     state = torch.load(out, weights_only=True)
     assert sorted(state) == ["args", "cfg", "extra_state", "model", "optimizer_history",
                              "task_state"]
-    assert state["extra_state"] == {"train_iterator": {"epoch": 1},
-                                    "exported_from": "deepnet.pt"}
     options, before = state["cfg"]["model"], vars(torch.load(original)["cfg"]["model"])
+    assert state["extra_state"] == {"train_iterator": {"epoch": 1},
+                                    "exported_from": "deepnet.pt", "trained_arch": before["arch"]}
     assert options["arch"] == options["_name"] == "transformer"
     assert options["user_dir"] is None and state["cfg"]["common"]["user_dir"] is None
     plugin = ("deepnorm", "depth_")  # DeepNet's options, and those every method has
