@@ -170,14 +170,16 @@ class LocalText(NamedTuple):
 
 
 def check_distinct(files: List[LocalText]) -> None:
-    """No file of the user's text serves twice (as two splits, or as both languages): the same
+    """No file of the user's text serves in two roles (two splits, or both languages): the same
     file (by device and inode, through any link or name) as train and test would score the
-    model on what it trained on, as source and target would train a copy task."""
+    model on what it trained on, as source and target would train a copy task. One file in one
+    role for several pairs is what a multi-way corpus is (train.en, the English side of de-en
+    and fr-en alike)."""
     seen = {}
     for text in files:
         stat = os.stat(text.path)
         key = (stat.st_dev, stat.st_ino)
-        if key in seen:
+        if key in seen and (seen[key].split, seen[key].lang) != (text.split, text.lang):
             first = seen[key]
             same = ("the same file" if first.path == text.path
                     else f"the same file as {first.path}")
