@@ -88,6 +88,7 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
     assert again.stderr.count("already finished") == 5
     # the curves tool keeps a run's records: its last validation is the status's
     kept = wmt17 / "kept"
+    kept.mkdir()  # an output's directory is the caller's to make (the tools create none)
     curves.main([str(wmt17 / "runs" / "deepnet-2L-2L"), "--export", str(kept),
                  "--plot", str(kept / "curves.png")])
     exported = kept / "deepnet-2L-2L"
