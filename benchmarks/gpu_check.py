@@ -77,11 +77,9 @@ from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
 from deepnet_fairseq import fairseq_log  # noqa: E402
 from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
 from deepnet_fairseq.recipes import write_atomically, write_json  # noqa: E402
-from deepnet_fairseq.recipes.data import prepare  # noqa: E402
+from deepnet_fairseq.recipes import pipeline  # noqa: E402
 from deepnet_fairseq.storage.records import read_status  # noqa: E402
-from deepnet_fairseq.recipes.run import runner  # noqa: E402
-from deepnet_fairseq.recipes.run.launch import (method_args, paths, plan_layout,  # noqa: E402
-                                                task_args, train_command)
+from deepnet_fairseq.recipes.spec.paths import paths  # noqa: E402
 from deepnet_fairseq.recipes.evaluation.score import hypotheses  # noqa: E402
 from deepnet_fairseq.recipes.spec.settings import PREFIX, SETTINGS, resolve  # noqa: E402
 from deepnet_fairseq.storage.directories import make_dirs, remove_tree  # noqa: E402
@@ -394,15 +392,14 @@ def prepare_data(args) -> Dict:
                 raise ValueError(f"{args.out}/data holds data prepared with other settings; "
                                  "use another --out")
     env = recipe_env(args)
-    prepare.prepare(resolve(DATASET, env, REPO))
+    pipeline.prepare(resolve(DATASET, env, REPO), env=env)
     write_json(stored, data_spec(args))
     return data_spec(args)
 
 
 def planned_command(env: Dict[str, str]) -> List[str]:
     """The training command the recipes' planner makes for ENV (the check's spec)."""
-    cfg = resolve(DATASET, env, REPO)
-    return train_command(cfg, plan_layout(cfg, env), method_args(cfg), task_args(cfg, True))
+    return pipeline.planned_train_command(resolve(DATASET, env, REPO), env)
 
 
 def throughput_command(args, depth: int, rows: str) -> List[str]:
@@ -460,7 +457,7 @@ class Checks:
         return self.record(name, kind, result, spec, round(time.monotonic() - start, 1))
 
     def train(self, precision: str, depth: int) -> Dict:
-        """The recipes' train step (runner.train) of one precision and depth, judged from its
+        """The recipes' train step (pipeline.train) of one precision and depth, judged from its
         log; the run is OUT/runs/train-PRECISION-DEPTHL, its log copied into the case."""
         name = f"train-{precision}-{depth}L"
         env = recipe_env(self.args, precision, depth)
@@ -469,7 +466,7 @@ class Checks:
             cfg = resolve(DATASET, env, REPO)
             run_dir = paths(cfg)["RUN_DIR"]
             remove_tree(run_dir)  # a stale attempt would be resumed, its log judged in part
-            code = runner.train(cfg, env)
+            code = pipeline.train(cfg, env=env)
             with open(os.path.join(run_dir, "train.log"), encoding="utf-8") as handle:
                 text = handle.read()
             write_atomically(os.path.join(case, "train.log"), text)
@@ -484,7 +481,7 @@ class Checks:
         return self.run(name, "train", spec, body)
 
     def generate(self, trained: Dict, depth: int, precision: str) -> Dict:
-        """The recipes' evaluate step (runner.evaluate: fairseq-generate, beam 5, sacreBLEU) of
+        """The recipes' evaluate step (pipeline.evaluate: fairseq-generate, beam 5, sacreBLEU) of
         a trained fp16 model, judged on every test sentence."""
         name = f"generate-{precision}-{depth}L"
         if trained["status"] != "pass":
@@ -496,7 +493,7 @@ class Checks:
         def body(case):
             cfg = resolve(DATASET, env, REPO)
             where, pair = paths(cfg), f"{cfg['SRC']}-{cfg['TGT']}"
-            code = runner.evaluate(cfg, env)
+            code = pipeline.evaluate(cfg, env=env)
             stop_if_interrupted(code)
             output = os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt")
             if os.path.exists(output):
@@ -515,9 +512,7 @@ class Checks:
             return judge_generation(code, text, hypotheses(output) if code == 0 else [], refs)
 
         cfg = resolve(DATASET, env, REPO)
-        from deepnet_fairseq.recipes.run.launch import evaluate_command
-
-        spec = {"command": evaluate_command(cfg, dry_run=True), "trained": trained.get("spec")}
+        spec = {"command": pipeline.planned_evaluate_command(cfg), "trained": trained.get("spec")}
         return self.run(name, "generate", spec, body)
 
     def throughput(self, depth: int) -> Dict:

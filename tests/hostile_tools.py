@@ -103,7 +103,7 @@ def _corpus(inputs, fixtures):
 def _recipe_data_file(inputs, fixtures):
     """A file of the data directory the recipes' wmt17 step would read, with --repo IN/repo
     (where the settings put it)."""
-    from deepnet_fairseq.recipes.run.launch import paths
+    from deepnet_fairseq.recipes.spec.paths import paths
     from deepnet_fairseq.recipes.spec.settings import resolve
 
     cfg = resolve("wmt17", {}, str(inputs / "repo"))

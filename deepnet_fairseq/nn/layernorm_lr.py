@@ -35,7 +35,7 @@ Not supported, with an error at argument parsing: ``--fp16``/``--bf16`` with fla
 parameters live in one fp32 buffer: add ``--fp16-no-flatten-grads`` or use
 ``--memory-efficient-fp16``), ``--ddp-backend fully_sharded`` (it flattens parameters too) and
 ``--optimizer composite``. The recipes add ``--fp16-no-flatten-grads`` themselves when a method
-uses the option under fp16/bf16 (``recipes.run.launch.per_tensor_steps``), so their GPU defaults
+uses the option under fp16/bf16 (``recipes.run.commands.per_tensor_steps``), so their GPU defaults
 need nothing from the user; tests/unit/test_layernorm_lr.py checks one fp16 update both ways.
 ZeRO-1 (``--zero-sharding os``) works in fp32 and with ``--fp16-no-flatten-grads``: torch's
 ZeroRedundancyOptimizer (``nn/zero.py``; fairseq's own fairscale OSS alike) is a torch optimizer

@@ -3,14 +3,19 @@
 STEP`` (``__main__.py``), the quickstart (``quickstart.py``) and the depth study
 (``depth_study.py``, ``deepnet-depth-study``: a sweep of the generated ``reverse_copy`` task). Nothing that fairseq loads
 (``--user-dir``: models, architectures, tasks) imports this package. Its sub-packages, by
-pipeline stage:
+pipeline stage, lowest first (each imports only the ones below it; ``tests/unit/test_layering.py``
+checks it):
 
+- ``base/``: setting errors, the presets' provenance tags, machine probes, console lines and the
+  raw-text tools;
 - ``datasets/``: the datasets' declarations;
-- ``spec/``: the run spec (settings, presets, config files, setting errors);
-- ``data/``: preparing text and binaries (prepare, raw text, cleaning, sentencepiece, workers);
-- ``run/``: launching and running steps (launch layout, runner, run logs, memory plan, GPUs);
-- ``evaluation/``: decoding and scoring (evaluate, score, distinct);
-- ``reporting/``: tables, plots and pages (report, curves, lr_transfer, results_page, paper).
+- ``spec/``: the run spec (settings, presets, config files, run paths);
+- ``data/``: preparing text and binaries (prepare, cleaning, sentencepiece, workers, data checks);
+- ``run/``: training a run (layout, commands, TRAIN_ARGS policy, runner, run logs, memory plan);
+- ``evaluation/``: the evaluate step, decoding and scoring (evaluate, score, distinct);
+- ``reporting/``: tables, plots and pages (report, curves, lr_transfer, results_page, paper);
+- ``pipeline/``: the public API (prepare, train, evaluate, sweep) and the sweep;
+- entry points: ``__main__``, ``quickstart``, ``depth_study``.
 
 A run's verdict from fairseq's log is ``deepnet_fairseq/fairseq_log.py``'s, which the GPU
 check shares. The helpers are small CLIs too: ``python -m

@@ -6,7 +6,7 @@
 
 DATASET is one declared in ``datasets/`` (``--help`` lists them: wmt17, opus100, iwslt14,
 parallel); STEP is prepare (``prepare``: download or local text, cleaning, sentencepiece,
-fairseq-preprocess), train, evaluate or sweep (``runner``). The
+fairseq-preprocess), train, evaluate or sweep (``pipeline``). The
 scripts in scripts/ hand over to it; ``--dry-run`` prints the resolved settings, the process
 layout, the memory plan and the command, and runs nothing. Errors end in one line: a bad setting or a directory
 the recipes may not touch, a record this code cannot read or replace (exit status 2), a full disk or an unwritable path (1).
@@ -18,13 +18,12 @@ import os
 import signal
 import sys
 
-from ..processes import Interrupted, signals_interrupt
+from ..processes import Interrupted
+from . import pipeline
 from .spec import configfile
-from .data import prepare
-from .run import runner
-from .run.launch import paths, print_settings
+from .spec.paths import paths
 from .datasets import DATASETS
-from .spec.settings import SETTINGS, SettingError, help_text, home, resolve
+from .spec.settings import SETTINGS, SettingError, help_text, home, print_settings, resolve
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import (RecordError, add_force_argument, check_tool_output,
                               describe_os_error, one_line_os_errors)
@@ -56,13 +55,7 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
 
 
 def _step(cfg, step: str, dry_run: bool) -> int:
-    if step == "prepare":
-        if dry_run:
-            return 0
-        with signals_interrupt():  # a killed step removes its temporaries
-            return prepare.prepare(cfg)
-    return {"train": runner.train, "evaluate": runner.evaluate,
-            "sweep": runner.sweep}[step](cfg, os.environ, dry_run)
+    return pipeline.STEPS[step](cfg, dry_run)
 
 
 def _read_by(cfg) -> list:

@@ -84,7 +84,7 @@ def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
 
 def show_result(cfg: Settings) -> Dict:
     """The evaluation's sacreBLEU and three test sentences beside their references."""
-    from .run.launch import paths
+    from .spec.paths import paths
     from .evaluation.score import hypotheses
 
     where = paths(cfg)
@@ -104,9 +104,8 @@ def show_result(cfg: Settings) -> Dict:
 
 
 def run(env: Mapping[str, str], home: str) -> Dict:
-    from .data import prepare
-    from .run import runner
-    from .run.launch import paths
+    from . import pipeline
+    from .spec.paths import paths
     from .spec.settings import resolve
 
     cfg = resolve(DATASET, env, home)
@@ -117,16 +116,16 @@ def run(env: Mapping[str, str], home: str) -> Dict:
         f"{cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L, {cfg['EMBED_DIM']} wide, "
         f"{cfg['MAX_UPDATE']} updates; output in {where['WORK']}")
     log("1/3 prepare: text, sentencepiece, fairseq-preprocess")
-    prepare.prepare(cfg)
+    pipeline.prepare(cfg, env=env)
     log(f"2/3 train (full log: {where['RUN_DIR']}/train.log)")
-    code = runner.train(cfg, env)
+    code = pipeline.train(cfg, env=env)
     if code >= 128:
         raise Interrupted(code - 128)
     if code:
         raise QuickstartError(f"training ended {'diverged' if code == 3 else 'failed'}; see "
                               f"{where['RUN_DIR']}/status.json and train.log")
     log(f"3/3 evaluate: fairseq-generate (beam {cfg['BEAM']}) + sacreBLEU on the test set")
-    code = runner.evaluate(cfg, env)
+    code = pipeline.evaluate(cfg, env=env)
     if code >= 128:
         raise Interrupted(code - 128)
     if code:
@@ -154,13 +153,12 @@ def main(argv=None) -> int:
     try:
         env = recipe_env(os.environ, home())
         if args.dry_run:
-            from .run import runner
-            from .run.launch import print_settings
-            from .spec.settings import resolve
+            from . import pipeline
+            from .spec.settings import print_settings, resolve
 
             cfg = resolve(DATASET, env, home())
             print_settings(cfg, "train")
-            return runner.train(cfg, env, dry_run=True)
+            return pipeline.train(cfg, dry_run=True, env=env)
         with signals_interrupt():  # in-process steps end through their cleanup on these too
             for tool in ("fairseq-preprocess", "fairseq-train"):
                 if shutil.which(tool) is None:

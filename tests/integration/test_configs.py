@@ -12,9 +12,11 @@ import sys
 import pytest
 
 from deepnet_fairseq.recipes import __main__ as recipes_cli
-from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.recipes.spec import configfile
 from deepnet_fairseq.recipes.spec.settings import resolve
+from deepnet_fairseq.recipes.pipeline import sweeps as sweep_module
+from deepnet_fairseq.recipes.pipeline.sweeps import sweep as run_sweep
+from deepnet_fairseq.recipes.spec.paths import paths
 from support import REPO
 
 CONFIGS = sorted(glob.glob(os.path.join(REPO, "configs", "*.toml")))
@@ -97,7 +99,7 @@ def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
              "RUNS": ("deepnet:1:1 deepnet:2:2:LR=0.001", "config f")}
     env = {"DEVICE": "cpu", "DEEPNET_WORK": str(work)}
     cfg = resolve("wmt17", env, REPO, lambda: 0, given=given)
-    bin_dir = runner.paths(cfg)["BIN"]
+    bin_dir = paths(cfg)["BIN"]
     os.makedirs(bin_dir)
     open(os.path.join(bin_dir, ".done"), "w").close()
     trained = {}
@@ -106,9 +108,9 @@ def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
         trained[run_cfg["RUN_NAME"]] = (run_cfg["LR"], run_cfg.sources["LR"])
         return 3
 
-    monkeypatch.setattr(runner, "train", train)
-    monkeypatch.setattr("deepnet_fairseq.recipes.reporting.report.main", lambda argv: 0)
-    assert runner.sweep(cfg, env) == 0
+    monkeypatch.setattr(sweep_module, "train", train)
+    monkeypatch.setattr(sweep_module, "report_main", lambda argv: 0)
+    assert run_sweep(cfg, env) == 0
     assert trained == {"deepnet-1L-1L": ("0.0025", "config f"),
                        "deepnet-2L-2L+LR=0.001": ("0.001",
                                                   "sweep RUNS entry deepnet:2:2:LR=0.001")}

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from deepnet_fairseq.recipes.data import rawtext
+from deepnet_fairseq.recipes.base import rawtext
 from release_server import Server, lines, multi30k, tgz
 from support import REPO
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from deepnet_fairseq.recipes.run.launch import train_environment
+from deepnet_fairseq.recipes.run.commands import train_environment
 from support import REPO, USER_DIR
 
 FAIRSEQ_CONFIG = textwrap.dedent(f"""

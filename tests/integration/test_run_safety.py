@@ -13,6 +13,7 @@ import pytest
 from deepnet_fairseq.recipes import __main__ as recipes_cli
 from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.recipes.evaluation import evaluate
+from deepnet_fairseq.recipes.evaluation import step as evaluation_step
 from support import REPO
 
 ENV = {"SIZE": "smoke", "SOURCE": "multi30k", "LAYERS": "1", "MAX_UPDATE": "4",
@@ -50,7 +51,8 @@ def _step(monkeypatch, capsys, work, step, **env):
     def started(*args, **kwargs):
         raise _FairseqStarted
 
-    monkeypatch.setattr(runner, "run_forwarding", started)
+    monkeypatch.setattr(runner, "run_forwarding", started)  # training
+    monkeypatch.setattr(evaluation_step, "run_forwarding", started)  # the evaluation
     for name, value in {**ENV, "DEEPNET_WORK": str(work), **env}.items():
         monkeypatch.setenv(name, value)
     try:
@@ -122,7 +124,7 @@ def test_evaluation_follows_no_link_inside_what_it_reads(trained, tmp_path, monk
 
 
 def _status(work):
-    return runner._status(os.path.join(work, "runs", "deepnet-1L-1L"))
+    return runner.status_of(os.path.join(work, "runs", "deepnet-1L-1L"))
 
 
 @pytest.mark.parametrize("how", ["interrupted after its last save", "RETRY=1"])

@@ -15,9 +15,12 @@ from deepnet_fairseq.recipes import datasets
 from deepnet_fairseq.recipes.data import prepare
 from deepnet_fairseq.recipes.datasets import DATASETS, Dataset
 from deepnet_fairseq.recipes.reporting import report
-from deepnet_fairseq.recipes.run import launch
 from deepnet_fairseq.recipes.spec import presets, settings
 from deepnet_fairseq.recipes.spec.settings import SettingError
+from deepnet_fairseq.recipes.evaluation.step import evaluate as evaluate_step
+from deepnet_fairseq.recipes.pipeline.sweeps import sweep as run_sweep
+from deepnet_fairseq.recipes.run.commands import task_args
+from deepnet_fairseq.recipes.run.layout import dictionary_size
 from support import REPO
 
 PACKAGE = os.path.join(REPO, "deepnet_fairseq")
@@ -76,9 +79,9 @@ def test_the_declarations_carry_what_the_steps_used_to_test_by_name():
     env = {"DEVICE": "cpu", "SOURCE": "multi30k", "VOCAB": "1000"}
     opus = settings.resolve("opus100", env, REPO)
     wmt = settings.resolve("wmt17", env, REPO)
-    assert launch.dictionary_size(opus) == 1104 and launch.dictionary_size(wmt) == 1004
-    assert "translation_multi_simple_epoch" in launch.task_args(opus, dry_run=True)
-    assert launch.task_args(wmt)[:2] == ["--task", "translation"]
+    assert dictionary_size(opus) == 1104 and dictionary_size(wmt) == 1004
+    assert "translation_multi_simple_epoch" in task_args(opus, dry_run=True)
+    assert task_args(wmt)[:2] == ["--task", "translation"]
 
 
 def test_the_generic_dataset_asks_for_what_it_cannot_guess(tmp_path):
@@ -86,7 +89,7 @@ def test_the_generic_dataset_asks_for_what_it_cannot_guess(tmp_path):
     cfg = settings.resolve("parallel", env, REPO)
     assert cfg["WORK"] == str(tmp_path) and cfg.sources["SOURCE"] == "dataset parallel [chosen]"
     with pytest.raises(SettingError, match=r"SRC is not set .*SRC=\.\.\. or DEEPNET_SRC"):
-        launch.task_args(cfg)
+        task_args(cfg)
     with pytest.raises(SettingError, match="SOURCE=local or multi30k only"):
         settings.resolve("parallel", {**env, "SOURCE": "download"}, REPO)
     with pytest.raises(SettingError, match="copy task"):
@@ -152,7 +155,7 @@ def test_the_docs_example_is_one_file_that_runs_every_step(tmp_path, monkeypatch
     assert cfg["TRAIN_TEXT"] == "/data/clinical/train"
     assert cfg.sources["TGT"] == "dataset clinical [chosen]"
     assert cfg.sources["MAX_LEN"] == "dataset clinical [chosen]"  # from parallel's preset
-    for step in (runner.train, runner.evaluate, runner.sweep):
+    for step in (runner.train, evaluate_step, run_sweep):
         assert step(cfg, env, dry_run=True) == 0
     out = capsys.readouterr().out
     assert "--source-lang de --target-lang en" in out

@@ -284,9 +284,9 @@ def test_a_failing_check_does_not_stop_the_next_and_passed_checks_are_reused(tmp
 
 
 def fake_step(run_dir_files, code):
-    """A stand-in for runner.train / runner.evaluate: writes RUN_FILES (relative path -> text)
+    """A stand-in for pipeline.train / pipeline.evaluate: writes RUN_FILES (relative path -> text)
     into the run directory the recipes resolve for CFG, as the real step does, and exits CODE."""
-    def step(cfg, env):
+    def step(cfg, dry_run=False, env=None):
         run_dir = gpu_check.paths(cfg)["RUN_DIR"]
         for name, text in run_dir_files.items():
             os.makedirs(os.path.dirname(os.path.join(run_dir, name)), exist_ok=True)
@@ -303,7 +303,7 @@ def test_a_signal_passed_on_by_a_recipe_step_stops_the_whole_check(tmp_path, mon
     # throughput checks, recording an interruption as a failure; a failure still goes on
     args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--out", str(tmp_path / "out")])
     log = "\n".join(inner(u, 10.0 - u / 10) for u in range(1, 6)) + "\n"
-    monkeypatch.setattr(gpu_check.runner, "train", fake_step(
+    monkeypatch.setattr(gpu_check.pipeline, "train", fake_step(
         {"train.log": log, "status.json": json.dumps({"status": "interrupted"})}, code))
     checks = gpu_check.Checks(args)
     if stops:
@@ -327,7 +327,7 @@ def test_generation_speed_comes_from_the_evaluate_log(tmp_path, monkeypatch):
         handle.write("\n".join(refs) + "\n")
     generated = "".join(f"S-{i}\tx\nH-{i}\t-0.1\t{r}\nD-{i}\t-0.1\t{r}\n"
                         for i, r in enumerate(refs))
-    monkeypatch.setattr(gpu_check.runner, "evaluate", fake_step({
+    monkeypatch.setattr(gpu_check.pipeline, "evaluate", fake_step({
         "eval/en-de/generate-test.txt": generated + "Generate test with beam=5: BLEU4 = 100\n",
         "evaluate.log": "INFO:fairseq_cli.generate:Translated 2 sentences (9 tokens) in 0.1s "
                         "(24.50 sentences/s, 110.25 tokens/s)\n"}, 0))

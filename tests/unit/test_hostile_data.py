@@ -184,7 +184,7 @@ def test_a_bad_gz_file_is_one_prepare_error_naming_it(tmp_path, content):
     PrepareError naming the file (no traceback from gzip or zlib)."""
     import gzip
 
-    from deepnet_fairseq.recipes.data import rawtext
+    from deepnet_fairseq.recipes.base import rawtext
 
     whole = gzip.compress(b"ein Satz\n" * 2000)
     path = tmp_path / "train.de.gz"

@@ -19,8 +19,9 @@ import re
 
 import pytest
 
-from deepnet_fairseq.recipes.data import prepare, rawtext
-from deepnet_fairseq.recipes.data.rawtext import PrepareError
+from deepnet_fairseq.recipes.base import rawtext
+from deepnet_fairseq.recipes.data import prepare
+from deepnet_fairseq.recipes.base.rawtext import PrepareError
 from deepnet_fairseq.recipes.spec import settings
 from support import REPO
 
@@ -283,7 +284,7 @@ def test_the_quickstart_shows_the_test_sentences_there_are(tmp_path, lines, monk
     three test sentences of two: it shows at most three, as many as the test set has."""
     from deepnet_fairseq.recipes import quickstart
     from deepnet_fairseq.storage.records import write_record
-    from deepnet_fairseq.recipes.run.launch import paths
+    from deepnet_fairseq.recipes.spec.paths import paths
 
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "TEST_LINES": str(lines),
                                      "DEEPNET_WORK": str(tmp_path)}, REPO, lambda: 0)

@@ -21,10 +21,14 @@ import pytest
 
 from deepnet_fairseq.recipes.data import prepare
 from deepnet_fairseq.storage.records import write_record
-from deepnet_fairseq.recipes.run import launch, lengths, runner
+from deepnet_fairseq.recipes.run import lengths, runner
 from deepnet_fairseq.recipes.spec import settings
 from deepnet_fairseq.recipes.spec.settings import SettingError
 from deepnet_fairseq.storage.directories import make_dirs
+from deepnet_fairseq.recipes.evaluation.step import evaluate as evaluate_step
+from deepnet_fairseq.recipes.run.commands import evaluate_command, method_args, task_args, train_command
+from deepnet_fairseq.recipes.run.layout import plan_layout
+from deepnet_fairseq.recipes.spec.paths import paths
 from support import REPO, fairseq_preprocess
 
 POSITIONS = 1024  # fairseq's default positions of the task and the model, each side
@@ -52,7 +56,7 @@ def _binarise(cfg, long_pairs=None):
     multilingual: one shared dictionary and its langs.txt / lang_pairs.txt), by
     fairseq-preprocess's own main with prepare's options. Every split holds four short pairs;
     LONG_PAIRS: {split: (source words, target words)} puts one such pair at index LONG_AT."""
-    where = launch.paths(cfg)
+    where = paths(cfg)
     pieces = make_dirs(os.path.join(where["DATA_DIR"], "spm"))
     for split in ("train", "valid", "test"):
         pairs = [(SHORT, SHORT)] * 4
@@ -78,8 +82,8 @@ def _binarise(cfg, long_pairs=None):
 
 
 def _train_command(cfg):
-    return launch.train_command(cfg, launch.plan_layout(cfg, {}), launch.method_args(cfg),
-                                launch.task_args(cfg))
+    return train_command(cfg, plan_layout(cfg, {}), method_args(cfg),
+                                task_args(cfg))
 
 
 def _fairseq_refuses(cfg, command, split) -> bool:
@@ -89,7 +93,7 @@ def _fairseq_refuses(cfg, command, split) -> bool:
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    bin_dir = launch.paths(cfg)["BIN"]
+    bin_dir = paths(cfg)["BIN"]
     trained = convert_namespace_to_omegaconf(options.parse_args_and_arch(
         options.get_training_parser(), command[command.index(bin_dir):]))
     task = tasks.setup_task(trained.task)
@@ -100,7 +104,7 @@ def _fairseq_refuses(cfg, command, split) -> bool:
         runs.append((task, trained, trained.dataset.max_tokens_valid,
                      trained.dataset.batch_size_valid))
     else:
-        evaluate = launch.evaluate_command(cfg)
+        evaluate = evaluate_command(cfg)
         generate = evaluate[evaluate.index("--") + 1:]
         for src, tgt in lengths.directions(cfg, generate):
             gen = convert_namespace_to_omegaconf(options.parse_args_and_arch(
@@ -211,7 +215,7 @@ def test_evaluate_refuses_before_it_decodes(tmp_path):
                   "command": _train_command(cfg)})
     before = sorted(os.listdir(run))
     with pytest.raises(SettingError, match="^test de-en: 1 pair.* --max-tokens 60 "):
-        runner.evaluate(cfg, {})
+        evaluate_step(cfg, {})
     assert sorted(os.listdir(run)) == before
     lengths.refuse_too_long_to_evaluate(_cfg(tmp_path, "parallel", MAX_TOKENS="31"))
 

@@ -19,7 +19,8 @@ from deepnet_fairseq.storage.records import read_status, write_record
 from deepnet_fairseq.recipes.reporting import report
 from deepnet_fairseq.recipes.run import runner
 from deepnet_fairseq.recipes.spec.settings import resolve
-from deepnet_fairseq.recipes.run.launch import method_args, plan_layout, task_args, train_command
+from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
+from deepnet_fairseq.recipes.run.layout import plan_layout
 from deepnet_fairseq.storage import directories as workdir
 from support import REPO, process_alive
 
@@ -165,7 +166,7 @@ def test_a_status_is_read_as_its_runs_lock_says(tmp_path, case, recorded, monkey
             holder.wait()
         status = read_status(run_dir)
         row = report._row("wmt17", str(runs), "deepnet-1L-1L")  # the report's reader
-        runner_status = runner._status(run_dir)  # the runner's (train, evaluate, the sweep)
+        runner_status = runner.status_of(run_dir)  # the runner's (train, evaluate, the sweep)
     finally:
         if holder:
             holder.kill()

@@ -18,6 +18,11 @@ from deepnet_fairseq.storage import directories as workdir, fileio
 from deepnet_fairseq.storage.records import write_record
 from deepnet_fairseq.recipes.spec.settings import (DATA, SETTINGS, TRAINED, SettingError, affecting,
                                                    resolve)
+from deepnet_fairseq.recipes.data.checks import data_otherwise, prepared_otherwise
+from deepnet_fairseq.recipes.evaluation import step as evaluation_step
+from deepnet_fairseq.recipes.evaluation.step import evaluate as evaluate_step
+from deepnet_fairseq.recipes.pipeline.sweeps import sweep as run_sweep
+from deepnet_fairseq.recipes.spec.paths import paths
 from support import REPO
 
 
@@ -366,10 +371,10 @@ def test_data_prepared_with_other_settings_is_refused_not_reused(tmp_path):
     first = _prepare_cfg(work, VOCAB="500")
     write_record(os.path.join(data, "config.json"), "data-config",
                  {"step": "prepare", "dataset": "wmt17", "settings": first.as_json()})
-    assert prepare.prepared_otherwise(first, data) is None  # nothing prepared yet
+    assert prepared_otherwise(first, data) is None  # nothing prepared yet
     workdir.make_dirs(os.path.join(data, "raw"))
     open(os.path.join(data, "raw", ".done"), "w").close()
-    assert prepare.prepared_otherwise(first, data) is None
+    assert prepared_otherwise(first, data) is None
     before = sorted(os.listdir(data))
     with pytest.raises(prepare.PrepareError, match="VOCAB=500 before, 600 now"):
         prepare.prepare(_prepare_cfg(work, VOCAB="600"))
@@ -388,8 +393,6 @@ def _other_value(name, value):
 def test_every_data_setting_changed_is_refused_by_prepare(tmp_path, name):
     """Every setting declared to affect the data (TRAIN_LINES=2000, then 0 ...), changed, and
     prepare refuses the data directory prepared with the other value, naming it."""
-    from deepnet_fairseq.recipes.data import prepare
-
     work = tmp_path / "work"
     data = workdir.make_dirs(str(work / "data"))
     cfg = _prepare_cfg(work)
@@ -401,7 +404,7 @@ def test_every_data_setting_changed_is_refused_by_prepare(tmp_path, name):
                  {"step": "prepare", "dataset": "wmt17", "settings": settings})
     workdir.make_dirs(os.path.join(data, "raw"))
     open(os.path.join(data, "raw", ".done"), "w").close()
-    assert f"{name}={settings[name]['value']} before" in prepare.prepared_otherwise(cfg, data)
+    assert f"{name}={settings[name]['value']} before" in prepared_otherwise(cfg, data)
 
 
 def test_the_shipped_corpus_is_the_same_data_wherever_the_package_is(tmp_path):
@@ -409,8 +412,6 @@ def test_the_shipped_corpus_is_the_same_data_wherever_the_package_is(tmp_path):
     trained, from another checkout or worktree of the package is the same data (a study run
     from two worktrees at two commits shares one DEEPNET_WORK), and a user's own LOCAL_DIR
     still is compared."""
-    from deepnet_fairseq.recipes.data import prepare
-
     work = tmp_path / "work"
     data = workdir.make_dirs(str(work / "data"))
     cfg = _prepare_cfg(work)
@@ -421,13 +422,13 @@ def test_the_shipped_corpus_is_the_same_data_wherever_the_package_is(tmp_path):
                  {"step": "prepare", "dataset": "wmt17", "settings": settings})
     workdir.make_dirs(os.path.join(data, "raw"))
     open(os.path.join(data, "raw", ".done"), "w").close()
-    assert prepare.prepared_otherwise(cfg, data) is None
+    assert prepared_otherwise(cfg, data) is None
     run = workdir.make_dirs(str(work / "runs" / cfg["RUN_NAME"]))
     write_record(os.path.join(run, "config.json"), "run-config",
                  {"step": "train", "dataset": "wmt17", "settings": settings})
     assert runner.trained_otherwise(cfg, run) is None
     local = _prepare_cfg(work, SOURCE="local", LOCAL_DIR=str(tmp_path))
-    assert "LOCAL_DIR=/elsewhere" in prepare.prepared_otherwise(local, data)
+    assert "LOCAL_DIR=/elsewhere" in prepared_otherwise(local, data)
 
 
 def _tree(path):
@@ -456,13 +457,13 @@ def test_every_data_setting_changed_is_refused_by_train_evaluate_and_the_sweep(
     if cfg.get(name) is None:
         # a setting these steps leave unset (the raw text's paths, given to prepare alone)
         # says nothing against the data: no refusal for it
-        runner.data_otherwise(cfg)
+        data_otherwise(cfg)
         return
     said = f"{name}={other} before, {cfg.get(name)} now"
     env = {"DEEPNET_WORK": str(work), "SOURCE": "multi30k", "LAYERS": "1"}
     code, err = train(monkeypatch, capsys, env)
     assert code == 2 and said in err.splitlines()[-1]
-    for step in (runner.evaluate, runner.sweep):
+    for step in (evaluate_step, run_sweep):
         with pytest.raises(SettingError, match=re.escape(said)):
             step(cfg, {**BASE, **env})
     assert _tree(work) == before
@@ -478,8 +479,9 @@ def test_what_prepare_reads_is_declared_to_affect_the_data():
     not_data = {"WORKERS": "the same bytes with any number (test_prepare.py compares them)",
                 "DOWNLOAD_DIR": "where the verified archives are kept"}
     read = set()
-    for path in glob.glob(os.path.join(REPO, "deepnet_fairseq", "recipes", "data", "*.py")) + \
-            glob.glob(os.path.join(REPO, "deepnet_fairseq", "recipes", "datasets", "*.py")):
+    # what prepare runs: the data stage, the datasets' hooks and the raw-text tools they use
+    for path in [path for stage in ("base", "data", "datasets") for path in
+                 glob.glob(os.path.join(REPO, "deepnet_fairseq", "recipes", stage, "*.py"))]:
         for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
             name = None  # a setting read: cfg["NAME"], cfg.int("NAME"), cfg.get("NAME") ...
             if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "cfg":
@@ -551,7 +553,7 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
 
     cfg = _prepare_cfg(tmp_path / "work")
     env = {"DEEPNET_WORK": str(tmp_path / "work"), **BASE}
-    run_dir = workdir.make_dirs(runner.paths(cfg)["RUN_DIR"])
+    run_dir = workdir.make_dirs(paths(cfg)["RUN_DIR"])
     write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
     seen = {}
 
@@ -563,7 +565,7 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
         records = {n: open(os.path.join(run_dir, n)).read()
                    for n in ("evaluate.log", "evaluate.config.json")}
         with pytest.raises(workdir.Busy, match=r"in use by pid .*\(evaluate\): one step"):
-            runner.evaluate(cfg, env)
+            evaluate_step(cfg, env)
         seen["kept"] = records == {n: open(os.path.join(run_dir, n)).read() for n in records}
         # a lock file opened anew is not the one held: an evaluation handed it is refused
         other = os.open(os.path.join(run_dir, workdir.LOCK), os.O_RDONLY)
@@ -571,8 +573,8 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
         os.close(other)
         return 0, None
 
-    monkeypatch.setattr(runner, "run_forwarding", first)
-    assert runner.evaluate(cfg, env) == 0
+    monkeypatch.setattr(evaluation_step, "run_forwarding", first)
+    assert evaluate_step(cfg, env) == 0
     assert seen == {"kept": True, "other refused": True}
     assert open(os.path.join(run_dir, "evaluate.log")).read() == "the first evaluation decodes\n"
 
@@ -591,7 +593,7 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
 def test_missing_local_text_is_refused_before_prepare_creates_anything(tmp_path, dataset, env,
                                                                        why):
     from deepnet_fairseq.recipes.data import prepare
-    from deepnet_fairseq.recipes.data.rawtext import PrepareError
+    from deepnet_fairseq.recipes.base.rawtext import PrepareError
 
     (tmp_path / "text").mkdir()
     for split in ("valid", "test"):

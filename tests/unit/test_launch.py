@@ -1,5 +1,6 @@
-"""The recipes' launch logic (deepnet_fairseq/recipes/spec/settings.py and
-recipes/run/{devices,launch,runner}.py): pure functions given an environment dict, so every
+"""The recipes' launch logic (deepnet_fairseq/recipes/spec/settings.py, recipes/base/machine.py
+and recipes/run/{layout,commands,train_args,runner}.py): pure functions given an environment
+dict, so every
 layout is checked on a CPU machine with no scheduler. No training and no child process here
 (live logs and signals: integration/test_signals.py)."""
 
@@ -15,11 +16,16 @@ from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes import quickstart
 from deepnet_fairseq.recipes.datasets import DATASETS
-from deepnet_fairseq.recipes.run import launch, runlog, runner
+from deepnet_fairseq.recipes.run import runlog, runner
 from deepnet_fairseq.recipes.spec import presets, settings
 from deepnet_fairseq.storage import directories as workdir
-from deepnet_fairseq.recipes.run.devices import count_gpus
+from deepnet_fairseq.recipes.base.machine import count_gpus
 from deepnet_fairseq.recipes.spec.settings import SettingError
+from deepnet_fairseq.recipes.pipeline.sweeps import results_dir
+from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
+from deepnet_fairseq.recipes.run.layout import CPU_RESIDENT_BYTES, machine_problem, plan_layout
+from deepnet_fairseq.recipes.run.train_args import OUTSIDE, SETTING_OF_DEST, SPLITS, check_train_args, fairseq_train_parser, train_args_dests
+from deepnet_fairseq.recipes.spec.paths import paths
 from support import REPO
 
 
@@ -30,9 +36,9 @@ def no_probe():
 def plan(env, dataset="wmt17", probe=no_probe, repo=REPO):
     """(settings, layout, command) as train.sh --dry-run computes them, for ENV."""
     cfg = settings.resolve(dataset, env, repo, probe)
-    layout = launch.plan_layout(cfg, env, probe)
-    command = launch.train_command(cfg, layout, launch.method_args(cfg),
-                                   launch.task_args(cfg, dry_run=True), python="PY")
+    layout = plan_layout(cfg, env, probe)
+    command = train_command(cfg, layout, method_args(cfg),
+                                   task_args(cfg, dry_run=True), python="PY")
     return cfg, layout, command
 
 
@@ -136,9 +142,9 @@ def _refused_spellings():
     abbreviations, so refused either way). Generated from the parser, not a list."""
     _, _, cmd = plan({"DEVICE": "cpu", "NPROC": "2"})
     own = cmd[cmd.index("-m") + 2:]
-    parser = launch.fairseq_train_parser(own)
-    ours = {dest for dest, _ in launch.train_args_dests(own[1:], parser)}
-    refused = ours | set(launch.SETTING_OF_DEST) | set(launch.OUTSIDE) | set(launch.SPLITS)
+    parser = fairseq_train_parser(own)
+    ours = {dest for dest, _ in train_args_dests(own[1:], parser)}
+    refused = ours | set(SETTING_OF_DEST) | set(OUTSIDE) | set(SPLITS)
     known = {option for action in parser._actions for option in action.option_strings}
     cases = []
     for action in parser._actions:
@@ -169,7 +175,7 @@ def test_the_refused_destinations_cover_the_recipe_and_the_outside():
 @pytest.mark.parametrize("own,extra,option", SPELLINGS, ids=[" ".join(e) for _, e, _ in SPELLINGS])
 def test_every_spelling_of_every_refused_destination_is_refused(own, extra, option):
     with pytest.raises(SettingError, match=f"TRAIN_ARGS: .*{re.escape(option)}"):
-        launch.check_train_args(extra, own)
+        check_train_args(extra, own)
 
 
 def test_an_unbalanced_quote_in_train_args_is_one_setting_error():
@@ -306,7 +312,7 @@ def test_work_is_read_only_with_its_prefix():
     assert any("WORK is set in the environment but not read" in note for note in cfg.notes)
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": "/w"}, REPO)
     assert cfg["WORK"] == "/w"
-    assert launch.paths(cfg)["RUN_DIR"] == "/w/runs/deepnet-6L-6L"
+    assert paths(cfg)["RUN_DIR"] == "/w/runs/deepnet-6L-6L"
 
 
 @pytest.mark.parametrize("env, message", [
@@ -546,7 +552,7 @@ def test_the_layernorm_lr_multiplier_runs_under_the_gpu_defaults(env, adds):
     assert command.count("--fp16-no-flatten-grads") <= 1
     added = "--fp16-no-flatten-grads" in command and "--zero-sharding" not in command
     assert added == adds
-    args = command[command.index(launch.paths(cfg)["BIN"]):]
+    args = command[command.index(paths(cfg)["BIN"]):]
     options.parse_args_and_arch(options.get_training_parser(), args)  # raises if refused
 
 
@@ -630,12 +636,12 @@ def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path
     else:
         results.write_text("mine")
     with pytest.raises(SettingError, match="the recipes did not create it"):
-        runner.results_dir("wmt17", where)
+        results_dir("wmt17", where)
     assert kind != "user's own" or (results / "table.md").read_text() == "mine"
     fresh = tmp_path / "new" / "results"
-    assert runner.results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)
+    assert results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)
     assert workdir.is_ours(str(fresh))
-    assert runner.results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)  # again
+    assert results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)  # again
 
 
 @pytest.mark.parametrize("env,cores,memory_gb,expected", [
@@ -655,7 +661,7 @@ def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path
 def test_a_cpu_run_must_fit_the_machine(env, cores, memory_gb, expected):
     """Checked by train before a run (not by a dry run, which may plan another machine)."""
     cfg, layout, _ = plan(env)
-    problem = launch.machine_problem(cfg, layout, cores, memory_gb)
+    problem = machine_problem(cfg, layout, cores, memory_gb)
     if expected is None:
         assert problem is None
     else:
@@ -670,7 +676,7 @@ def test_the_resident_bytes_are_a_lower_bound_of_the_cpu_estimate():
     params = memory.parameter_count(50, 50, 64, 128, 8004)
     estimate = memory.estimate(params, 100, 64, 8004, 1024, "fp32", device="cpu")
     resident = sum(estimate.components[k] for k in ("weights", "gradients", "Adam m and v"))
-    assert resident == launch.CPU_RESIDENT_BYTES * params <= estimate.peak
+    assert resident == CPU_RESIDENT_BYTES * params <= estimate.peak
 
 
 def test_resolved_settings_are_frozen():

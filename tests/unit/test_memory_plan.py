@@ -6,10 +6,11 @@ import os
 
 import pytest
 
-from deepnet_fairseq.recipes.run import launch
 from deepnet_fairseq.recipes.run.memory import GB, MemoryPlanError, estimate, parameter_count, plan
 from deepnet_fairseq.recipes.spec import settings
 from deepnet_fairseq.recipes.spec.settings import SettingError
+from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
+from deepnet_fairseq.recipes.run.layout import plan_layout
 from support import REPO
 
 
@@ -203,9 +204,9 @@ def test_a_forced_setting_is_kept_and_the_plan_says_it_does_not_fit():
 
 def _layout(env, dataset="opus100"):
     cfg = settings.resolve(dataset, env, REPO, lambda: 8)
-    layout = launch.plan_layout(cfg, env, lambda: 8, memory_probe=lambda: None)
-    command = launch.train_command(cfg, layout, launch.method_args(cfg),
-                                   launch.task_args(cfg, dry_run=True), python="PY")
+    layout = plan_layout(cfg, env, lambda: 8, memory_probe=lambda: None)
+    command = train_command(cfg, layout, method_args(cfg),
+                                   task_args(cfg, dry_run=True), python="PY")
     return cfg, layout, command
 
 
@@ -262,13 +263,13 @@ def test_no_plan_on_cpu_nor_without_a_gpu_size():
 def test_the_gpu_size_is_probed_only_without_the_setting():
     env = {"DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0", "LAYERS": "6"}
     cfg = settings.resolve("wmt17", env, REPO)
-    assert launch.plan_layout(cfg, env, memory_probe=lambda: 40.0).memory.gpu_memory_gb == 40
+    assert plan_layout(cfg, env, memory_probe=lambda: 40.0).memory.gpu_memory_gb == 40
     cfg = settings.resolve("wmt17", {**env, "GPU_MEMORY_GB": "24"}, REPO)
 
     def no_probe():
         raise AssertionError("probed although GPU_MEMORY_GB is set")
 
-    assert launch.plan_layout(cfg, env, memory_probe=no_probe).memory.gpu_memory_gb == 24
+    assert plan_layout(cfg, env, memory_probe=no_probe).memory.gpu_memory_gb == 24
 
 
 def test_without_a_gpu_size_the_dry_run_says_why_there_is_no_plan(tmp_path, capsys, monkeypatch):

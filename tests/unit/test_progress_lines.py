@@ -1,5 +1,5 @@
 """The progress lines of training and decoding (recipes/run/runlog.py,
-recipes/evaluation/evaluate.py, recipes/run/runner.py): the loss they show is the nll that
+recipes/evaluation/evaluate.py, recipes/run/runner.py, recipes/evaluation/step.py): the loss they show is the nll that
 docs/findings.md tables, and decoding reports as training does."""
 
 import io
@@ -12,6 +12,9 @@ import pytest
 
 from deepnet_fairseq.recipes.evaluation import evaluate
 from deepnet_fairseq.recipes.run import runlog
+from deepnet_fairseq.recipes.evaluation import step as evaluation_step
+from deepnet_fairseq.recipes.evaluation.step import evaluate as evaluate_step
+from deepnet_fairseq.recipes.spec.paths import paths
 
 # fairseq's valid line with the recipes' criterion (label_smoothed_cross_entropy): the loss is
 # label-smoothed, nll_loss the references' cross-entropy (bits)
@@ -137,13 +140,12 @@ def test_an_evaluation_reports_its_decoding(toy_data, tiny_checkpoint, tmp_path,
 
 def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
     from deepnet_fairseq.storage.records import write_record
-    from deepnet_fairseq.recipes.run import runner
     from deepnet_fairseq.recipes.spec import settings
     from support import REPO
 
     env = {"SIZE": "smoke", "DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "work")}
     cfg = settings.resolve("wmt17", env, REPO)
-    run_dir = runner.paths(cfg)["RUN_DIR"]
+    run_dir = paths(cfg)["RUN_DIR"]
     os.makedirs(run_dir)
     write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
 
@@ -154,8 +156,8 @@ def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
             echo(line)
         return 0, None
 
-    monkeypatch.setattr(runner, "run_forwarding", run_forwarding)
-    assert runner.evaluate(cfg, env) == 0
+    monkeypatch.setattr(evaluation_step, "run_forwarding", run_forwarding)
+    assert evaluate_step(cfg, env) == 0
     err = capsys.readouterr().err
     assert re.search(r"\[wmt17/evaluate \d\d:\d\d:\d\d\] " + re.escape(cfg["RUN_NAME"])
                      + r": decoded 8/60 sentences \(13%\), 0 min 30 s elapsed", err)

@@ -10,10 +10,12 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from deepnet_fairseq.recipes.run import launch, runner
-from deepnet_fairseq.recipes.run.runner import sweep_specs
+from deepnet_fairseq.recipes.pipeline.sweeps import sweep_specs
 from deepnet_fairseq.recipes.spec import settings
 from deepnet_fairseq.recipes.spec.settings import SETTINGS, SettingError
+from deepnet_fairseq.recipes.pipeline.sweeps import sweep as run_sweep
+from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
+from deepnet_fairseq.recipes.run.layout import plan_layout
 from support import REPO
 
 # names a test environment cannot set meaningfully here: where to write (checked by the tests
@@ -33,9 +35,9 @@ VALUES = st.one_of(EDGES, st.text(max_size=12), st.integers(-10**25, 10**25).map
 def _resolve_and_plan(env, work):
     cfg = settings.resolve("wmt17", {**env, "DEEPNET_WORK": str(work), "DEVICE": "cpu"}, REPO,
                            lambda: 0)
-    layout = launch.plan_layout(cfg, env, lambda: 0)
-    launch.train_command(cfg, layout, launch.method_args(cfg),
-                         launch.task_args(cfg, dry_run=True), python="PY")
+    layout = plan_layout(cfg, env, lambda: 0)
+    train_command(cfg, layout, method_args(cfg),
+                         task_args(cfg, dry_run=True), python="PY")
     return cfg
 
 
@@ -114,7 +116,7 @@ def test_a_sweep_checks_every_run_and_its_command_before_it_writes(tmp_path, inp
     cfg = settings.resolve("wmt17", env, REPO, lambda: 0)
     for dry_run in (True, False):
         with pytest.raises(SettingError, match=message):
-            runner.sweep(cfg, env, dry_run=dry_run)
+            run_sweep(cfg, env, dry_run=dry_run)
     assert not work.exists()
 
 
@@ -219,7 +221,7 @@ def test_a_runs_entry_sets_only_what_may_differ_between_runs(tmp_path, name, sco
     cfg = settings.resolve("wmt17", {"DEEPNET_WORK": str(work), "DEVICE": "cpu",
                                      "RUNS": f"deepnet:1:1 {entry}"}, REPO, lambda: 0)
     with pytest.raises(SettingError, match="cannot differ between runs"):
-        runner.sweep(cfg, {}, dry_run=True)
+        run_sweep(cfg, {}, dry_run=True)
     assert not work.exists()
 
 

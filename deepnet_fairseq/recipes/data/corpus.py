@@ -25,10 +25,11 @@ import sys
 
 from ... import spm
 from .clean import clean
-from .rawtext import SPLITS
+from ..base.rawtext import SPLITS
 from ...storage.directories import NotOurs, building, publish
 from ...storage.fileio import create_new, is_disk_error, one_line_os_errors
-from .workers import cores, run_all
+from ..base.machine import cores
+from .workers import run_all
 
 _PROCESSORS = {}  # the sentencepiece model, loaded once per process (one file's worker, or all files)
 

@@ -28,10 +28,11 @@ from typing import List, Tuple
 from .. import write_atomically, write_json
 from ...storage.records import write_record
 from .corpus import SPLITS, prepare as prepare_text
-from ..run.launch import paths
+from ..spec.paths import paths
 from ...processes import Interrupted, run_forwarding, run_many
-from ..run.runner import log, prepared_otherwise
-from .rawtext import PrepareError, check_aligned, check_inputs, count_lines
+from ..base.console import log
+from .checks import prepared_otherwise
+from ..base.rawtext import PrepareError, check_aligned, check_inputs, count_lines
 from ..spec.settings import Settings
 from ...storage.directories import (MARKER, RunLock, building, fresh, is_ours, make_dirs, publish,
                                     remove_tree)

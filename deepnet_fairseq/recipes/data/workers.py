@@ -23,14 +23,6 @@ from typing import Callable, Dict, Optional, Sequence, Tuple
 from ...processes import die_with_parent
 
 
-def cores() -> int:
-    """The cores this process may run on (a scheduler's CPU set, else every core)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class WorkerDied(RuntimeError):
     """A worker ended without sending its task's result (killed, or out of memory)."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple
 
 # what a declaration is made of, importable from here: ``from . import CHOSEN, Dataset, Preset``
-from ..data.provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401
+from ..base.provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401
 
 # The BLEU a dataset's results table reports (report.py), and how the table names it.
 METRICS = {"tok_bleu": "tokenized BLEU with compound splitting (the paper's metric)",

@@ -6,7 +6,7 @@ import os
 import re
 
 from . import CHOSEN, PAPER, Dataset, Preset
-from ..data.rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
+from ..base.rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
                             write_lines)
 
 # the test set is these five files together, as in fairseq's example

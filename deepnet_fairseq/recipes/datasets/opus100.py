@@ -7,7 +7,7 @@ import re
 from typing import List, Optional
 
 from . import CHOSEN, PAPER, Dataset, Preset, Reference
-from ..data.rawtext import (LocalText, PrepareError, copy_local, extract, fetch, find_local,
+from ..base.rawtext import (LocalText, PrepareError, copy_local, extract, fetch, find_local,
                             local_dir, split_limits)
 
 

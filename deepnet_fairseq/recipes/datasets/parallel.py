@@ -10,7 +10,7 @@ dataset's: general-purpose Transformer settings for a corpus of unknown size, no
 """
 
 from . import CHOSEN, Dataset, Preset
-from ..data.rawtext import one_pair
+from ..base.rawtext import one_pair
 
 PRESET = Preset("dataset", "parallel", (
     "Your own parallel text, SRC->TGT: TRAIN_TEXT, VALID_TEXT and TEST_TEXT name the files "

@@ -13,7 +13,7 @@ other datasets' prepare (cleaning, sentencepiece, fairseq-preprocess), train, ev
 import random
 
 from . import CHOSEN, Dataset, Preset
-from ..data.rawtext import PrepareError, split_limits, write_lines
+from ..base.rawtext import PrepareError, split_limits, write_lines
 
 # the vocabulary of the task: 30 words with no common prefix, so that sentencepiece keeps each
 # one whole (a piece per word, VOCAB below)

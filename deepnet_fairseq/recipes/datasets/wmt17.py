@@ -8,7 +8,7 @@ import subprocess
 from typing import List
 
 from . import ADMIN, CHOSEN, PAPER, Dataset, Preset, Reference
-from ..data.rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
+from ..base.rawtext import (PrepareError, extract, fetch, first, one_pair, read_lines, split_limits,
                             write_lines)
 
 # The training data (the statmt.org archives) and the corpora inside them

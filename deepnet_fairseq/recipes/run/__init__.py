@@ -1,3 +1,4 @@
-"""Launching and running steps: the process layout and commands (launch.py), train, evaluate
-and sweep (runner.py), the run logs (runlog.py), the memory plan (memory.py) and GPU counting
-(devices.py)."""
+"""Training a run, above its data: the process layout and memory plan (layout.py, memory.py),
+the commands (commands.py) and the TRAIN_ARGS policy (train_args.py), the train step with its
+attempts, statuses and signals (runner.py), the run logs (runlog.py) and the length checks
+(lengths.py). Machine probes (GPUs, cores, memory) are in ``base/machine.py``."""

@@ -33,7 +33,8 @@ from typing import List, Optional, Sequence, Tuple
 from ...storage.records import read_record
 from ..spec.settings import SettingError, Settings
 from ...storage.fileio import RecordError
-from .launch import evaluate_command, paths
+from .commands import evaluate_command
+from ..spec.paths import paths
 
 VALID, TEST = "valid", "test"
 

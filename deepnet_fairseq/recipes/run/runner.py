@@ -1,4 +1,5 @@
-"""Running the recipes' steps: attempts, live logs, signals, statuses, sweeps.
+"""The train step: attempts, live logs, signals, statuses (the evaluate step: ``evaluation/step.py``;
+the sweep: ``pipeline/sweeps.py``).
 
 A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
 
@@ -29,27 +30,24 @@ from typing import List, Mapping, Optional, Tuple
 
 from ...fairseq_log import HEADER, classify, one_line, vocab_size
 from ...processes import run_forwarding
-from ..data.workers import cores
+from ..base.console import log
+from ..base.machine import cores, machine_memory_gb
 from . import runlog
-from .lengths import refuse_too_long, refuse_too_long_to_evaluate
+from .lengths import refuse_too_long
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
-from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
-                     method_args, paths, peak_lr, plan_layout, task_args, train_command,
-                     train_environment)
-from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
-                             check_run_entry, resolve, run_label, run_name)
+from .commands import (PER_TENSOR_OPTIONS, method_args, peak_lr, task_args, train_command,
+                       train_environment)
+from .layout import machine_problem, plan_layout
+from ..data.checks import data_otherwise
+from ..spec.paths import paths
+from ..spec.settings import DATA, TRAINED, SettingError, Settings, affecting, changed
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
                                overwrite_in_place, refuse_links_within, remove_file)
-from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
+from ...storage.directories import LOCK, MARKER, RunLock, is_ours, make_dirs
 
 EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 PROGRESS_EVERY_S = runlog.PROGRESS_EVERY_S  # a training's progress line this often
-
-
-def log(cfg: Settings, step: str, message: str) -> None:
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M:%S")
-    print(f"[{cfg.dataset}/{step} {now}] {message}", file=sys.stderr, flush=True)
 
 
 def _now() -> str:
@@ -61,7 +59,7 @@ def _append(path: str, text: str) -> None:
         out.write(text)
 
 
-def _status(run_dir: str) -> Optional[dict]:
+def status_of(run_dir: str) -> Optional[dict]:
     """The run's status record (``read_status``: a killed launcher's ``running`` is
     ``interrupted``); None if it has none or it cannot be read (it is rewritten)."""
     try:
@@ -70,7 +68,7 @@ def _status(run_dir: str) -> Optional[dict]:
         return None
 
 
-def _readable_status(run_dir: str) -> Optional[dict]:
+def readable_status(run_dir: str) -> Optional[dict]:
     """The run's status record (``read_status``), None if it has none; one this code cannot
     read is refused (``SettingError``, naming it and what to do), not taken for no status."""
     try:
@@ -169,43 +167,6 @@ def _vocab_size(bin_dir: str) -> int:
     return vocab_size(os.path.join(bin_dir, dicts[0]))
 
 
-def prepared_otherwise(cfg: Settings, data: str, using: bool = False) -> Optional[str]:
-    """Why DATA, already (partly) prepared, is not the data of these settings (its record,
-    ``config.json``, says other data settings), or None. Asked by prepare, and by train,
-    evaluate and the sweep before they write anything (``data_otherwise``, USING: a step that
-    uses the data, not one that makes it, so a setting it leaves unset is no difference: the
-    raw text's paths, TRAIN_TEXT and the like, are given to prepare and not repeated after)."""
-    started = [p for p in ("raw/.done", "spm.model", "bin/.done")
-               if os.path.exists(os.path.join(data, p))]
-    try:
-        record = read_record(os.path.join(data, "config.json"), "data-config")
-    except RecordError as err:  # prepare would write over it: refused, started or not
-        return str(err)
-    if not started or record is None:
-        return None
-    if record.get("dataset") != cfg.dataset:
-        different = [f"dataset {record.get('dataset')} before, {cfg.dataset} now"]
-    else:
-        names = [n for n in affecting(DATA) if not using or n in cfg.values]
-        different = changed(names, {k: v["value"] for k, v in
-                                    record.get("settings", {}).items()}, cfg.values)
-    if not different:
-        return None
-    return (f"{data} holds data prepared with other settings ({'; '.join(different)}): using "
-            f"it would train or evaluate on other data than these settings say. Set the values "
-            f"it was prepared with, choose another DEEPNET_WORK, or delete {data} (the recipes "
-            f"made it) to prepare it again")
-
-
-def data_otherwise(cfg: Settings) -> None:
-    """Refuse (a SettingError naming each setting and both values) prepared data whose record
-    says other data settings than CFG's: a run would train or be evaluated on other data than
-    its records say (VOCAB=2000 recorded, 1000 pieces used). Prepare's own check."""
-    problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"], using=True)
-    if problem:
-        raise SettingError(problem)
-
-
 # ---- steps ----------------------------------------------------------------------------------
 
 def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
@@ -246,7 +207,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     problem = trained_otherwise(cfg, run_dir)  # before a finished run is reported as this one
     if problem:
         raise SettingError(problem)
-    status = _readable_status(run_dir)  # the one an attempt replaces: before anything is written
+    status = readable_status(run_dir)  # the one an attempt replaces: before anything is written
     if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
@@ -412,7 +373,7 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
         if os.path.isfile(train_log) else ""
     result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.int("WARMUP"))
     write_record(os.path.join(run_dir, "status.json"), "status",
-                 {**meta, **(_status(run_dir) or {}), **result,
+                 {**meta, **(status_of(run_dir) or {}), **result,
                   "num_updates": meta["num_updates"]})
     state = result["status"]
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
@@ -420,186 +381,3 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
                       f"see {run_dir}/status.json)")
     return EXIT[state]
 
-
-def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
-    where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
-    command = evaluate_command(cfg, dry_run=dry_run)
-    if dry_run:
-        print(shlex.join(command))
-        return 0
-    data_otherwise(cfg)  # it decodes data/bin and scores against data/raw
-    status = _readable_status(run_dir)  # an unreadable one is that, not "not trained"
-    if not status or status.get("status") != "ok":
-        raise SettingError(f"{name} has not trained successfully (no ok status in "
-                           f"{run_dir}/status.json); run train.sh first")
-    refuse_too_long_to_evaluate(cfg)  # a test pair fairseq-generate would refuse at the end
-    # the run's lock before anything is written: a second evaluation (or a training) is
-    # refused here, with the first one's records and log untouched; the evaluation inherits it
-    with RunLock(run_dir, step="evaluate") as lock:
-        for directory in (where["CHECKPOINTS"], where["BIN"], where["RAW"]):
-            refuse_links_within(directory)  # read by name, as training's (evaluate.py too)
-        return _evaluate_locked(cfg, env, command, lock)
-
-
-def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
-                     lock: RunLock) -> int:
-    """``evaluate`` of a run whose directory this process holds."""
-    from ..evaluation.evaluate import up_to_date
-
-    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
-    result = os.path.join(run_dir, "eval", "eval.json")
-    if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
-        log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "
-                             f"{result}")
-        return 0
-    write_record(os.path.join(run_dir, "evaluate.config.json"), "evaluate-config",
-                 {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                  "command": command})
-    log(cfg, "evaluate", f"{name}: average the last {cfg['AVERAGE_LAST']} checkpoints, decode "
-                         f"(beam {cfg['BEAM']}, lenpen {cfg['LENPEN']}), score")
-    evaluate_log = os.path.join(run_dir, "evaluate.log")
-    open_no_follow(evaluate_log, "w").close()
-
-    def echo(line):
-        if line.startswith(runlog.DECODING):  # evaluate.py's progress, as training's
-            log(cfg, "evaluate", f"{name}: {line[len(runlog.DECODING):].rstrip()}")
-        elif "sacreBLEU" in line:
-            print(line.rstrip(), file=sys.stderr, flush=True)
-
-    held = [*command[:3], "--lock-fd", str(lock.fd), *command[3:]]
-    code, signum = run_forwarding(held, env, [evaluate_log], echo, pass_fds=(lock.fd,))
-    if signum:
-        log(cfg, "evaluate", f"{name}: stopped by {signal.Signals(signum).name}; run evaluate.sh "
-                             f"again to resume (finished directions are kept)")
-        return 128 + signum
-    if code != 0:
-        log(cfg, "evaluate", f"evaluation failed; see {run_dir}/evaluate.log")
-        return 1
-    log(cfg, "evaluate", f"{name}: results in {result}")
-    return 0
-
-
-def results_dir(dataset: str, where: Mapping[str, str]) -> str:
-    """The sweep's ``$WORK/results``, created and marked by the recipes; one they did not create
-    (a user's own results/, a link) is refused, never written over."""
-    results = where["RESULTS"]
-    if os.path.lexists(results) and (os.path.islink(results) or not os.path.isdir(results)
-                                     or not is_ours(results)):
-        raise SettingError(f"{results} exists and the recipes did not create it (no {MARKER} "
-                           f"in it): the table is not written over it. Move it away and run the "
-                           f"sweep again (finished runs are kept), or draw the table elsewhere: "
-                           f"python -m deepnet_fairseq.recipes.reporting.report "
-                           f"--dataset {dataset} --runs {where['RUNS_DIR']} --out DIR")
-    return make_dirs(results)
-
-
-def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
-    """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run, each checked
-    as a ``RUNS`` entry is (a known method, depths of at least 1), whichever way it was given."""
-    if cfg.get("RUNS"):
-        return [check_run_entry(entry) for entry in cfg["RUNS"].split()]
-    origin = (f"METHODS (from {cfg.sources.get('METHODS')}) x DEPTHS (from "
-              f"{cfg.sources.get('DEPTHS')})")
-    return [check_run_entry(f"{method}:{n}:{n}", f"{origin}: {method} x {n}")
-            for method in cfg.words("METHODS") for n in cfg.ints("DEPTHS")]
-
-
-def _run_spec(cfg: Settings, env: Mapping[str, str], method: str, n: str, m: str,
-              overrides: List[str], name: str) -> Settings:
-    """One run's settings, resolved from the sweep's inputs with its entry on top (each value
-    recorded as coming from that entry), and its training command built as a dry run, so that
-    what the command refuses (a TRAIN_ARGS option the recipe sets) is refused here."""
-    source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.get("RUNS")
-              else f"sweep METHODS x DEPTHS {method} x {n}")
-    run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
-           "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,
-           "RUN_LABEL": run_label(method, overrides)}
-    run_cfg = resolve(cfg.dataset, env, cfg.repo, given=cfg.given,
-                      run={key: (value, source) for key, value in run.items()})
-    train_command(run_cfg, plan_layout(run_cfg, env), method_args(run_cfg),
-                  task_args(run_cfg, dry_run=True))
-    return run_cfg
-
-
-def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
-    """Train and evaluate every run, going on past failed or diverged ones; then the table.
-
-    Each run's settings are resolved from the sweep's own inputs (the environment, a config
-    file's settings) with the run's entry on top (``_run_spec``), every run's before the first
-    trains: a setting that is wrong for any run stops the sweep before it writes anything. The
-    runs are trained here, in this process: the same ``train`` and ``evaluate`` as train.sh and
-    evaluate.sh. An interrupted run stops the sweep (the scheduler is stopping it too);
-    re-running it skips finished runs.
-    """
-    where = paths(cfg)
-    specs = sweep_specs(cfg)
-    if not specs:
-        raise SettingError("nothing to run: set METHODS and DEPTHS, or RUNS")
-    names = [run_name(m, n, d, o) for m, n, d, o in specs]
-    log(cfg, "sweep", f"{len(specs)} run(s): {' '.join(names)}")
-    run_cfgs, problems = [], []
-    for (method, n, m, overrides), name in zip(specs, names):
-        try:
-            run_cfgs.append(_run_spec(cfg, env, method, n, m, overrides, name))
-        except SettingError as err:
-            problems.append(f"{name}: {err}")
-    if problems:
-        raise SettingError("the sweep trains nothing until every run's settings are right:\n"
-                           + "\n".join(problems))
-    if dry_run:
-        for name in names:
-            state = (_status(os.path.join(where["RUNS_DIR"], name)) or {}).get("status", "new")
-            print(f"{name}: {state}")
-        return 0
-    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
-                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
-    data_otherwise(cfg)  # before any run: each would be refused alike
-    write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
-                 {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                  "runs": names})
-    for (method, n, m, overrides), name, run_cfg in zip(specs, names, run_cfgs):
-        label = run_label(method, overrides)
-        try:
-            code = train(run_cfg, env)
-        except (SettingError, Busy, NotOurs) as err:
-            # stopped before training (a bad setting for this run, a run held elsewhere)
-            log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
-            # a run without a status gets one; one whose status cannot be read keeps it
-            # (train's refusal names it)
-            if not isinstance(err, Busy) and not os.path.lexists(
-                    os.path.join(where["RUNS_DIR"], name, "status.json")):
-                write_record(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
-                                          "status.json"), "status",
-                             {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
-                              "decoder_layers": int(m), "label": label, "status": "failed",
-                              "reason": f"stopped before training: {err}"})
-            continue
-        if code >= 128:
-            log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
-            return code
-        if code == 0:
-            try:
-                code = evaluate(run_cfg, env)
-            except (SettingError, Busy) as err:  # Busy: another process holds the run
-                log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
-                continue
-            if code >= 128:
-                return code
-            if code:
-                log(cfg, "sweep", f"{name}: evaluation failed (see {where['RUNS_DIR']}/{name}/"
-                                  "evaluate.log); going on")
-        else:
-            log(cfg, "sweep", f"{name}: not evaluated "
-                              f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
-    from ..reporting.report import main as report_main
-
-    results_dir(cfg.dataset, where)
-    # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
-    stalled = [] if cfg.declaration.multilingual else ["--data", where["BIN"]]
-    # --force: the results directory is the sweep's own (made and marked above), its tables
-    # replaced by each sweep
-    report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],
-                 "--force", *stalled])
-    return 0

@@ -25,7 +25,7 @@ import sys
 
 from ...methods import TINY_SIZE
 # the tags, as presets.PAPER
-from ..data.provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401
+from ..base.provenance import ADMIN, CHOSEN, PAPER, Preset  # noqa: F401
 from ..datasets import DATASETS
 
 MINI = Preset("size", "mini", (

@@ -21,6 +21,7 @@ import difflib
 import math
 import os
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -28,8 +29,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import presets
 from ..datasets import DATASETS, SOURCES
-from ..run.devices import count_gpus
-from .errors import SettingError
+from ..base.machine import count_gpus
+from ..base.errors import SettingError
 
 PREFIX = "DEEPNET_"
 
@@ -782,7 +783,7 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
     suffix = "" if cfg["SIZE"] == "full" else f"-{cfg['SIZE']}"
     derive("WORK", os.path.join(cfg.repo, "runs", cfg.dataset + suffix), "runs/<dataset>[-SIZE]")
     derive("DOWNLOAD_DIR", os.path.join(cfg["WORK"], "download"), "$WORK/download")
-    from ..data.workers import cores
+    from ..base.machine import cores
 
     derive("WORKERS", str(cores()), "the cores this process may use")
     derive("ENC_LAYERS", cfg["LAYERS"], "LAYERS")
@@ -880,3 +881,9 @@ if __name__ == "__main__":  # the list of settings, for the shell scripts' --hel
         print(help_text(), flush=True)
     except BrokenPipeError:  # --help | head: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
+def print_settings(cfg: Settings, step: str, out=None) -> None:
+    # sys.stderr looked up at the call: a default bound at import misses a redirected stderr
+    print(f"[{cfg.dataset}/{step}] settings ({PREFIX}<NAME> or <NAME> in the environment win "
+          f"over the presets):\n{cfg.describe()}", file=out or sys.stderr)

@@ -15,7 +15,7 @@ import zlib
 from typing import Iterable, Iterator, List, NamedTuple, Optional, Tuple
 
 from .. import atomic_open
-from ..spec.errors import SettingError
+from .errors import SettingError
 from ...storage.directories import building, make_dirs, publish
 from ...storage.fileio import NotRegularFile, extract_tar, move, open_no_follow, open_regular
 

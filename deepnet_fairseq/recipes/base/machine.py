@@ -1,4 +1,5 @@
-"""How many GPUs this process may use, decided the way torch and CUDA decide it.
+"""The machine the recipes run on: its cores, its memory, and how many GPUs this process may
+use, decided the way torch and CUDA decide it.
 
 The answer comes from the first of these that is set (so that a scheduler's binding, or a
 user's ``CUDA_VISIBLE_DEVICES=2,3``, is obeyed without touching a GPU):
@@ -11,6 +12,7 @@ user's ``CUDA_VISIBLE_DEVICES=2,3``, is obeyed without touching a GPU):
 3. only when nothing says: ``torch.cuda.device_count()`` (NVML), the ``probe`` argument.
 """
 
+import os
 import re
 from typing import Callable, Mapping, Optional, Tuple
 
@@ -68,3 +70,25 @@ def torch_device_count() -> int:
     import torch
 
     return torch.cuda.device_count()
+
+
+def cores() -> int:
+    """The cores this process may run on (a scheduler's CPU set, else every core)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def gpu_memory_gb() -> Optional[float]:
+    """Memory of the first visible GPU in GB (1e9 bytes), or None when torch sees none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / 1e9
+
+
+def machine_memory_gb() -> float:
+    """This machine's physical memory in GiB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30

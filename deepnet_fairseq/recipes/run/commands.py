@@ -1,0 +1,192 @@
+"""The exact commands of a run, from its settings and layout: fairseq-train's (launcher, task,
+method, optimizer, batch, precision, checkpoints, logs) and the evaluation's. Planning only:
+nothing here runs a process or writes a file (``runner.py`` and ``evaluation/step.py`` do).
+A user's TRAIN_ARGS are checked against what the recipe sets in ``train_args.py``."""
+
+import os
+import sys
+from typing import List, Mapping
+
+from .layout import Layout
+from .train_args import check_train_args, train_args_of
+from ..spec.paths import paths
+from ..spec.settings import SettingError, Settings
+
+
+def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
+    path = os.path.join(paths(cfg)["BIN"], name)
+    if os.path.isfile(path):
+        return open(path, encoding="utf-8").read().strip()
+    if dry_run:
+        return f"<{name} of prepare.sh>"
+    raise SettingError(f"no {path}; run scripts/{cfg.dataset}/prepare.sh first "
+                       "(same SIZE and DEEPNET_WORK)")
+
+
+def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
+    """fairseq-train's task options for the dataset."""
+    if cfg.declaration.multilingual:
+        return ["--task", "translation_multi_simple_epoch",
+                "--langs", _bin_list(cfg, "langs.txt", dry_run),
+                "--lang-pairs", _bin_list(cfg, "lang_pairs.txt", dry_run),
+                "--encoder-langtok", "src", "--decoder-langtok",
+                "--sampling-method", "temperature", "--sampling-temperature", cfg["TEMPERATURE"]]
+    return ["--task", "translation", "--source-lang", cfg["SRC"], "--target-lang", cfg["TGT"]]
+
+
+def method_args(cfg: Settings) -> List[str]:
+    from ... import methods
+
+    try:
+        return list(methods.get(cfg["METHOD"]).train_args(cfg.int("ENC_LAYERS"),
+                                                          cfg.int("DEC_LAYERS")))
+    except ValueError as err:
+        raise SettingError(f"METHOD={cfg['METHOD']}: {err}") from None
+
+
+# need the optimizer to step each tensor (nn/layernorm_lr.py)
+PER_TENSOR_OPTIONS = ("--deepnorm-ln-lr-multiplier", "--depth-transfer")
+
+
+def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List[str]:
+    """``--fp16-no-flatten-grads`` when a method option (the LayerNorm lr multiplier) must see
+    each parameter tensor but fairseq's fp16/bf16 optimizer would flatten them all into one
+    buffer; the same memory (an fp32 master copy per tensor instead of one flat copy), and the
+    launch summary says so."""
+    needs = any(option in method for option in PER_TENSOR_OPTIONS)
+    flat = layout.precision in ("fp16", "bf16") and not any(
+        flag in args for flag in ("--fp16-no-flatten-grads", "--memory-efficient-fp16"))
+    return ["--fp16-no-flatten-grads"] if needs and flat else []
+
+
+def peak_lr(cfg: Settings) -> str:
+    """fairseq's --lr: LR, or with LR_BASE_LAYERS set, LR moved from that depth to the run's
+    by the rule LR x (LR_BASE_LAYERS / L)^LR_DEPTH_POWER, L the mean layers per side."""
+    base = cfg.int("LR_BASE_LAYERS")
+    if not base:
+        return cfg["LR"]
+    layers = (cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")) / 2
+    return f"{cfg.float('LR') * (base / layers) ** cfg.float('LR_DEPTH_POWER'):.6g}"
+
+
+def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
+                  python: str = sys.executable) -> List[str]:
+    """The exact command line of one node's training launch."""
+    from ... import USER_DIR
+
+    where = paths(cfg)
+    args = [where["BIN"], "--user-dir", USER_DIR, *task, *method,
+            "--encoder-embed-dim", cfg["EMBED_DIM"], "--encoder-ffn-embed-dim", cfg["FFN_DIM"],
+            "--encoder-attention-heads", cfg["HEADS"], "--decoder-embed-dim", cfg["EMBED_DIM"],
+            "--decoder-ffn-embed-dim", cfg["FFN_DIM"], "--decoder-attention-heads", cfg["HEADS"],
+            "--share-all-embeddings", "--dropout", cfg["DROPOUT"],
+            "--optimizer", "adam", "--adam-betas", cfg["ADAM_BETAS"], "--lr", peak_lr(cfg),
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", cfg["WARMUP"],
+            "--warmup-init-lr", cfg["WARMUP_INIT_LR"], "--clip-norm", cfg["CLIP_NORM"],
+            "--weight-decay", cfg["WEIGHT_DECAY"],
+            "--criterion", "label_smoothed_cross_entropy",
+            "--label-smoothing", cfg["LABEL_SMOOTHING"],
+            "--max-update", cfg["MAX_UPDATE"], "--max-epoch", cfg["MAX_EPOCH"],
+            "--seed", cfg["SEED"],
+            "--max-tokens", str(layout.max_tokens or cfg["MAX_TOKENS"]),
+            "--update-freq", str(layout.update_freq),
+            "--ddp-backend", cfg["DDP_BACKEND"], "--num-workers", cfg["NUM_WORKERS"],
+            # always explicit: fairseq's default is every visible GPU, which would undo the
+            # update-freq computed for this world size
+            "--distributed-world-size", str(layout.world)]
+    if layout.device == "cpu":
+        args.append("--cpu")
+        if layout.world > 1:
+            args += ["--distributed-backend", "gloo"]
+    if layout.precision == "fp16":
+        args += ["--fp16", "--fp16-init-scale", cfg["FP16_INIT_SCALE"],
+                 "--fp16-scale-window", cfg["FP16_SCALE_WINDOW"],
+                 "--min-loss-scale", cfg["MIN_LOSS_SCALE"]]
+    elif layout.precision == "bf16":
+        args.append("--bf16")
+    if layout.checkpoint_activations:
+        args.append("--checkpoint-activations")
+    if layout.memory:
+        args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
+    args += per_tensor_steps(layout, method, args)
+    args += ["--save-dir", where["CHECKPOINTS"],
+             # fairseq's own TensorBoard logging (its master process: train_inner, train and
+             # valid scalars), beside the run's log, for the tools users look with
+             "--tensorboard-logdir", where["TENSORBOARD"],
+             "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
+             "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
+             "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]
+    extra = train_args_of(cfg)
+    check_train_args(extra, args)
+    args += extra  # last: options the recipe does not set
+
+    # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main with its fixes) where
+    # fairseq 0.12 alone fails: several CPU processes under torchrun, bf16 off TPUs, fp16 on
+    # CPU; and under every torchrun, whose workers it makes die with torchrun
+    compat = layout.precision == "bf16" or layout.launcher == "torchrun" or (
+        layout.device == "cpu" and (layout.world > 1 or layout.precision == "fp16"))
+    module = "deepnet_fairseq.fairseq_train_compat" if compat else "fairseq_cli.train"
+    if layout.launcher == "torchrun":
+        launch = ["torchrun"]
+        if layout.nnodes == 1:
+            launch += ["--standalone"]  # torchrun picks a free port on this node
+        else:
+            launch += ["--nnodes", str(layout.nnodes), "--node_rank", str(layout.node_rank),
+                       "--master_addr", layout.master_addr, "--master_port",
+                       str(layout.master_port)]
+        return launch + ["--nproc_per_node", str(layout.nproc), "-m", module, *args]
+    program = [python, "-m", module] if compat else ["fairseq-train"]
+    if layout.launcher == "srun":
+        # fairseq reads SLURM_PROCID / SLURM_LOCALID / the node list itself (_infer_slurm_init)
+        return ["srun", "--nodes", str(layout.nnodes), "--ntasks-per-node", str(layout.nproc),
+                *program, *args, "--distributed-port", str(layout.master_port)]
+    return program + args
+
+
+def evaluate_command(cfg: Settings, python: str = sys.executable,
+                     dry_run: bool = False) -> List[str]:
+    """python -m deepnet_fairseq.recipes.evaluation.evaluate for the run: average, decode, score."""
+    from ... import USER_DIR
+
+    where = paths(cfg)
+    if cfg.declaration.multilingual:
+        directions = _bin_list(cfg, "lang_pairs.txt", dry_run)
+        task = ["--task", "translation_multi_simple_epoch",
+                "--langs", _bin_list(cfg, "langs.txt", dry_run), "--lang-pairs", directions,
+                "--encoder-langtok", "src", "--decoder-langtok"]
+    else:
+        directions, task = f"{cfg['SRC']}-{cfg['TGT']}", []
+    score = (["--tokenized-bleu"] if cfg.flag("TOKENIZED_BLEU") else []) + \
+        (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else []) + \
+        (["--multilingual"] if cfg.declaration.multilingual else [])  # its declaration says
+    generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
+                "--beam", cfg["BEAM"], "--lenpen", cfg["LENPEN"], "--max-len-a", cfg["MAX_LEN_A"],
+                "--max-len-b", cfg["MAX_LEN_B"], "--max-tokens", str(cfg.int("MAX_TOKENS") * 2),
+                "--bpe", "sentencepiece",
+                "--sentencepiece-model", os.path.join(where["DATA_DIR"], "spm.model"),
+                # fairseq 0.12.3's batch_by_size drops the last batch when its size is not a
+                # multiple of --required-batch-size-multiple (8 by default): that would
+                # silently drop test sentences
+                "--required-batch-size-multiple", "1"]
+    if cfg["DEVICE"] == "cpu":
+        generate.append("--cpu")
+    elif cfg["PRECISION"] in ("fp16", "bf16"):
+        generate.append(f"--{cfg['PRECISION']}")
+    return [python, "-m", "deepnet_fairseq.recipes.evaluation.evaluate",
+            "--run-dir", where["RUN_DIR"], "--average-last", cfg["AVERAGE_LAST"],
+            "--directions", directions,
+            "--references", where["RAW"], *score, "--", *generate, *task]
+
+
+QUIET_IMPORT_WARNINGS = ("ignore::FutureWarning:fairscale.experimental.nn.offload",)
+"""Python warning filters (``-W`` syntax) for fairseq-train's processes: fairscale 0.4.13, which
+fairseq imports before it loads the plugin (whose own filter, in ``deepnet_fairseq/__init__``,
+comes too late there), warns twice about torch's deprecated AMP decorators it uses; nothing a
+user can act on. Other warnings are left alone."""
+
+
+def train_environment(env: Mapping[str, str]) -> dict:
+    """ENV for fairseq-train's processes: ``PYTHONWARNINGS`` with ``QUIET_IMPORT_WARNINGS``
+    first, so that a user's own PYTHONWARNINGS, after them, still decides (the later wins)."""
+    own = env.get("PYTHONWARNINGS", "")
+    return {**env, "PYTHONWARNINGS": ",".join([*QUIET_IMPORT_WARNINGS, *([own] if own else [])])}

@@ -1,0 +1,250 @@
+"""A run's layout: settings and environment -> processes, nodes, launcher, batch, precision,
+memory plan. Planning only: nothing here runs a process or writes a file. The commands built
+from a layout: ``commands.py``; the TRAIN_ARGS policy: ``train_args.py``; running them:
+``runner.py``. GPUs and cores: ``base/machine.py``; memory: ``memory.py``.
+
+The layout, decided by ``plan_layout`` from the settings and the environment alone:
+
+* processes per node: ``NPROC``, else one per visible GPU (``machine.count_gpus``), 1 on CPU;
+* nodes: ``NNODES`` (inside a SLURM job, ``SLURM_NNODES``);
+* launcher (``LAUNCHER=auto``): ``srun`` inside a SLURM job with several nodes, else
+  ``torchrun`` for several processes (``--standalone`` on one node; ``--nnodes/--node_rank/
+  --master_addr/--master_port`` on several, where ``NODE_RANK`` and ``MASTER_ADDR`` are
+  required), else fairseq-train itself;
+* ``--update-freq``: the least that makes ``MAX_TOKENS x processes x update-freq`` reach
+  ``TOKENS_PER_UPDATE``, so the effective batch is the same on 1 GPU or 64;
+* precision: fp16 (with the loss-scale settings; CUDA only), bf16, fp32;
+* memory (CUDA, ``memory.plan``): with the GPU's size (``GPU_MEMORY_GB``, else torch's device
+  properties), the cheapest layout that fits 90% of the card: plain DDP, + activation
+  checkpointing, + ZeRO-1, + memory-efficient fp16, then fewer ``MAX_TOKENS`` with a larger
+  update-freq (the tokens per update unchanged); no GPU size known, or on CPU: no plan;
+* activation checkpointing: ``CHECKPOINT_ACTIVATIONS=1`` or ``0`` (kept; the plan warns when it
+  does not fit), or ``auto``: the plan's choice, or without a plan on when
+  ``ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM``; never for a method whose layers
+  pass state to later layers (DLCL, ResiDual: ``auto`` leaves it off, ``1`` is refused).
+
+Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a run's files
+(``runner.py``); node k > 0 keeps ``train.node<k>.log``.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+from ..base.machine import count_gpus, gpu_memory_gb
+from .memory import MemoryPlanError, Plan, estimate as memory_estimate, parameter_count, \
+    plan as memory_plan
+from ..spec.settings import SettingError, Settings
+
+
+@dataclass
+class Layout:
+    device: str
+    gpus: int
+    gpus_from: str
+    nnodes: int
+    nproc: int
+    node_rank: int
+    launcher: str
+    master_addr: Optional[str]
+    master_port: Optional[int]
+    update_freq: int
+    tokens_per_update: int
+    precision: str
+    checkpoint_activations: bool
+    max_tokens: int = 0
+    memory: Optional[Plan] = None  # CUDA with a known GPU size: the memory plan followed
+    memory_unknown: str = ""  # CUDA without a known GPU size: why there is no plan
+
+    @property
+    def world(self) -> int:
+        return self.nnodes * self.nproc
+
+    @property
+    def is_rank0(self) -> bool:
+        return self.node_rank == 0
+
+    @property
+    def node_suffix(self) -> str:
+        """"" on node 0, ".node<k>" on node k: the name part of a node's own log files."""
+        return "" if self.is_rank0 else f".node{self.node_rank}"
+
+    def summary(self) -> str:
+        return (f"{self.nnodes} node(s) x {self.nproc} process(es) via {self.launcher}"
+                f"{'' if self.nnodes == 1 else f' (this is node {self.node_rank})'}, "
+                f"{self.device} {self.precision} ({self.gpus} GPU(s) per node: {self.gpus_from}), "
+                f"update-freq {self.update_freq} = {self.tokens_per_update} tokens per update"
+                f"{', activation checkpointing' if self.checkpoint_activations else ''}"
+                f"{f'; memory plan: {self.memory.short()}' if self.memory else ''}"
+                f"{'; no memory plan (GPU memory unknown)' if self.memory_unknown else ''}")
+
+    def memory_text(self) -> str:
+        """The memory plan's figures per component and its choice; on CUDA without a known GPU
+        size, why there is none and how to get one; "" on CPU."""
+        return self.memory.describe() if self.memory else self.memory_unknown
+
+
+def no_memory_plan(checkpointing: bool, cfg: Settings) -> str:
+    """What a CUDA layout does without the GPU's size (none set, none visible to torch here: a
+    dry run on a login node), and how to plan it for the training machine's cards."""
+    if cfg["CHECKPOINT_ACTIVATIONS"] != "auto":
+        rule = f"CHECKPOINT_ACTIVATIONS={cfg['CHECKPOINT_ACTIVATIONS']}"
+    elif checkpointing_refused(cfg["METHOD"]):
+        rule = f"no activation checkpointing (METHOD={cfg['METHOD']} cannot have it)"
+    else:
+        rule = (f"activation checkpointing {'on' if checkpointing else 'off'} by depth alone "
+                f"(on when ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM="
+                f"{cfg['CHECKPOINT_ACTIVATIONS_FROM']})")
+    return ("memory plan: none, the GPU memory is unknown (GPU_MEMORY_GB is not set and torch "
+            f"sees no GPU on this machine), so it cannot plan memory: {rule}, no ZeRO-1, "
+            f"MAX_TOKENS={cfg['MAX_TOKENS']} as set. Set GPU_MEMORY_GB=<GB per GPU> (e.g. "
+            "GPU_MEMORY_GB=80 for 80 GB cards) to plan for the training machine's GPUs")
+
+
+def dictionary_size(cfg: Settings) -> int:
+    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for a
+    multilingual dataset one language token per language (OPUS-100: about 100); a few entries
+    either way change little."""
+    return cfg.int("VOCAB") + 4 + (100 if cfg.declaration.multilingual else 0)
+
+
+# what every CPU process holds whatever its batch, in bytes a parameter: fp32 weights, their
+# gradients and Adam's two moments (activations come on top: a lower bound of the peak)
+CPU_RESIDENT_BYTES = 16
+
+
+def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: float) -> Optional[str]:
+    """Why a CPU run cannot run on a machine with ``cores`` cores and ``memory_gb`` GiB (the
+    launcher's own, for a run, not for a dry run planning another machine), or None. More
+    processes than cores only slow each other down; a model that does not fit cannot start:
+    the memory plan's CPU estimate (weights, gradients, Adam state and the activations of
+    MAX_TOKENS tokens, measured: docs/reproducing.md), or, with activation checkpointing, which
+    has no CPU activation model, the resident part alone (CUDA runs: the memory plan's
+    business)."""
+    if layout.device != "cpu":
+        return None
+    if layout.nproc > cores:
+        return (f"NPROC={layout.nproc} CPU processes, but this machine gives the run {cores} "
+                f"core(s): at most one process per core (more only slow each other down); "
+                f"set NPROC={cores} or less")
+    enc, dec, width = cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM")
+    vocab = dictionary_size(cfg)
+    params = parameter_count(enc, dec, width, cfg.int("FFN_DIM"), vocab)
+    tokens = layout.max_tokens or cfg.int("MAX_TOKENS")
+    if layout.checkpoint_activations:
+        per_process = CPU_RESIDENT_BYTES * params
+        what = "whose fp32 weights, gradients and Adam state alone take"
+    else:
+        per_process = memory_estimate(params, enc + dec, width, vocab, tokens, layout.precision,
+                                      world=layout.nproc, device="cpu").peak
+        what = (f"whose weights, gradients, Adam state and the activations of MAX_TOKENS="
+                f"{tokens} tokens take")
+    need_gb = per_process * layout.nproc / 2 ** 30
+    if need_gb > memory_gb:
+        return (f"ENC_LAYERS={cfg['ENC_LAYERS']} DEC_LAYERS={cfg['DEC_LAYERS']} at EMBED_DIM="
+                f"{cfg['EMBED_DIM']}, FFN_DIM={cfg['FFN_DIM']}: {params / 1e6:,.0f}M parameters, "
+                f"{what} {need_gb:,.1f} GB in {layout.nproc} process(es), more than this "
+                f"machine's {memory_gb:,.1f} GB; use fewer or narrower layers, a smaller "
+                f"MAX_TOKENS (TOKENS_PER_UPDATE is kept by --update-freq), or a GPU machine")
+    return None
+
+
+def checkpointing_refused(method: str) -> Optional[str]:
+    """Why the method's layers cannot be activation-checkpointed (DLCL's aggregation and
+    ResiDual's dual stream pass state between layers outside the checkpointed forward:
+    ``method_layers.StackState``), or None. Imports the layer rules (torch, fairseq), so it is
+    asked only where checkpointing could be on."""
+    from ... import methods
+    from ...nn.method_layers import RULES, StackState
+
+    try:
+        rule = methods.get(method).layers
+    except ValueError:
+        return None  # an unknown method is reported where its options are built
+    if rule is None or not issubclass(RULES[rule], StackState):
+        return None
+    return f"{RULES[rule].state_name} passes each layer's output to later layers"
+
+
+def plan_layout(cfg: Settings, env: Mapping[str, str],
+                probe: Optional[Callable[[], int]] = None,
+                memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
+    """Processes, launcher, batch split, precision and memory plan of a training run (no side
+    effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""
+    device = cfg["DEVICE"]
+    gpus, gpus_from = count_gpus(env, probe) if device == "cuda" else (0, "DEVICE=cpu")
+    nnodes = cfg.int("NNODES")
+    if nnodes < 1:
+        raise SettingError("NNODES must be at least 1")
+    nproc = cfg.int_or_auto("NPROC")  # checked where it was resolved: >= 1, or auto
+    if nproc == "auto":
+        nproc = gpus if device == "cuda" else 1
+    if device == "cuda" and nproc > gpus:
+        raise SettingError(f"NPROC={nproc} processes per node but only {gpus} GPU(s) visible "
+                           f"({gpus_from})")
+    world = nnodes * nproc
+
+    launcher = cfg["LAUNCHER"]
+    in_slurm = bool(env.get("SLURM_JOB_ID"))
+    if launcher == "auto":
+        launcher = "srun" if in_slurm and nnodes > 1 else "torchrun" if world > 1 else "none"
+    if launcher == "none" and world > 1:
+        raise SettingError(f"LAUNCHER=none starts one process; NNODES x NPROC = {world} needs "
+                           "torchrun or srun")
+    if launcher == "srun" and not in_slurm:
+        raise SettingError("LAUNCHER=srun works inside a SLURM allocation (sbatch or salloc); "
+                           "no SLURM_JOB_ID is set")
+
+    node_rank, master_addr, master_port = 0, None, None
+    if launcher == "torchrun" and nnodes > 1:
+        missing = [name for name in ("NODE_RANK", "MASTER_ADDR") if name not in cfg]
+        if missing:
+            raise SettingError(
+                f"NNODES={nnodes} with torchrun: set {' and '.join(missing)} on every node "
+                "(NODE_RANK=0 on the node at MASTER_ADDR, 1 ... NNODES-1 on the others; "
+                "MASTER_ADDR the address of node 0, the same everywhere); a node without "
+                "NODE_RANK is never assumed to be rank 0")
+        node_rank = cfg.int("NODE_RANK")
+        if node_rank >= nnodes:
+            raise SettingError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}")
+        master_addr, master_port = cfg["MASTER_ADDR"], cfg.int("MASTER_PORT")
+    elif launcher == "srun":
+        master_port = cfg.int("MASTER_PORT")  # fairseq's --distributed-port under SLURM
+
+    precision = cfg["PRECISION"]  # fp16 on CPU: fairseq_train_compat lifts its CUDA calls
+    max_tokens, wanted = cfg.int("MAX_TOKENS"), cfg.int("TOKENS_PER_UPDATE")
+    if max_tokens < 1:
+        raise SettingError("MAX_TOKENS must be at least 1")
+    update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
+    layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
+    forced = {"1": True, "0": False}.get(cfg["CHECKPOINT_ACTIVATIONS"])
+    if forced is not False and (forced or device == "cuda"
+                                or layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")):
+        refusal = checkpointing_refused(cfg["METHOD"])
+        if refusal and forced:
+            raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="
+                               f"{cfg['METHOD']}: {refusal}; set CHECKPOINT_ACTIVATIONS=0 or "
+                               f"auto (or reduce MAX_TOKENS to save memory)")
+        if refusal:
+            forced = False
+    checkpointing = forced if forced is not None else \
+        layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")
+    memory, memory_unknown = None, ""
+    if device == "cuda":
+        card = cfg.float("GPU_MEMORY_GB") if "GPU_MEMORY_GB" in cfg else memory_probe()
+        if not card:
+            memory_unknown = no_memory_plan(checkpointing, cfg)
+        else:
+            try:
+                memory = memory_plan(
+                    cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM"),
+                    cfg.int("FFN_DIM"), dictionary_size(cfg), gpus_per_node=nproc, nodes=nnodes,
+                    gpu_memory_gb=card, tokens_per_gpu=max_tokens, tokens_per_update=wanted,
+                    precision=precision, checkpointing=forced)
+            except MemoryPlanError as err:
+                raise SettingError(f"memory plan: {err}") from None
+            checkpointing = memory.choice.checkpointing
+            max_tokens, update_freq = memory.choice.max_tokens, memory.choice.update_freq
+    return Layout(device, gpus, gpus_from, nnodes, nproc, node_rank, launcher, master_addr,
+                  master_port, update_freq, max_tokens * world * update_freq, precision,
+                  checkpointing, max_tokens, memory, memory_unknown)
