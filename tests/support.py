@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from typing import List, Sequence
 
 import torch
@@ -160,6 +161,17 @@ def process_cmdline(pid: int) -> str:
             return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def wait_for(predicate, what, timeout=300, procs=()):
+    """Until ``predicate()`` holds: a failure naming WHAT after TIMEOUT seconds, or as soon as
+    one of PROCS has exited (it can no longer bring the event about)."""
+    deadline = time.time() + timeout
+    while not predicate():
+        for proc in procs:
+            assert proc.poll() is None, f"exited {proc.returncode} before {what}"
+        assert time.time() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.2)
 
 
 def process_alive(pid: int) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from deepnet_fairseq import processes
 from deepnet_fairseq.storage import directories as workdir
-from support import PY, REPO, process_alive
+from support import PY, REPO, process_alive, process_cmdline, wait_for
 
 
 def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
@@ -24,10 +24,9 @@ def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
              "with workdir.RunLock(sys.argv[1]) as lock:\n"
              "    processes.run_forwarding(['sleep', '30'], {}, pass_fds=(lock.fd,))\n")
     proc = subprocess.Popen([sys.executable, "-c", child, run_dir])
-    deadline = time.time() + 20
-    while time.time() < deadline and "pid" not in _read(os.path.join(run_dir, ".lock")):
-        time.sleep(0.1)
-    time.sleep(0.5)
+    # started: the child has exec'd `sleep` (its parent-death signal is set before the exec)
+    wait_for(lambda: any(process_cmdline(pid).startswith("sleep ") for pid in _children(proc.pid)),
+             "sleep under the launcher", timeout=20, procs=[proc])
     sleeper = _children(proc.pid)
     proc.kill()  # SIGKILL: no handler runs in the launcher
     proc.wait()
@@ -38,14 +37,6 @@ def test_the_lock_is_held_by_a_child_that_outlives_its_launcher(tmp_path):
     assert sleeper and not any(process_alive(pid) for pid in sleeper), "the child outlived its launcher"
     with workdir.RunLock(run_dir):
         pass
-
-
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except OSError:
-        return ""
 
 
 def _children(pid):

@@ -22,7 +22,7 @@ import torch
 
 from deepnet_fairseq import methods
 from deepnet_fairseq.storage import checkpoint_compat
-from support import REPO, USER_DIR
+from support import REPO, USER_DIR, wait_for
 
 
 # Two gloo processes on CPU, fairseq's own all-reduce (torch's DDP refuses a CPU model with
@@ -59,12 +59,15 @@ def torchrun(*args, timeout=600, nproc=2, pythonpath=()) -> str:
     return output
 
 
+TRAIN_INNER = r"\btrain_inner\b\W+\{"  # the start of a per-update record
+
+
 def train_inner(log: str):
     """The per-update JSON records fairseq logged (--log-format json --log-interval 1)."""
     # "INFO:train_inner:{...}" or fairseq's own format "| INFO | train_inner | {...}",
     # depending on which logging configuration the process got first
     return [json.loads(line[line.index("{", line.index("train_inner")):])
-            for line in log.splitlines() if re.search(r"\btrain_inner\b\W+\{", line)]
+            for line in log.splitlines() if re.search(TRAIN_INNER, line)]
 
 
 def by_update(records):
@@ -350,7 +353,7 @@ def _running(pid: int) -> bool:
         return False
 
 
-def test_workers_die_with_a_killed_torchrun(toy_data):
+def test_workers_die_with_a_killed_torchrun(toy_data, tmp_path):
     """SIGKILL of torchrun alone, which can pass nothing on: its two training workers (the
     recipes' torchrun command, deepnet_fairseq.fairseq_train_compat) end within seconds instead
     of training on as orphans."""
@@ -358,13 +361,15 @@ def test_workers_die_with_a_killed_torchrun(toy_data):
     import time
 
     path = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
-         "127.0.0.1", "--master_port", str(free_port()), "-m",
-         "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES, "--arch",
-         "deepnet_transformer_tiny", "--max-update", "1000000", "--no-save"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
+    log = tmp_path / "torchrun.log"
+    with open(log, "wb") as output:  # the child writes into its own copy
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+             "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m",
+             "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES, "--arch",
+             "deepnet_transformer_tiny", "--max-update", "1000000", "--no-save"],
+            cwd=REPO, stdout=output, stderr=subprocess.STDOUT,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
     workers = []
     try:
         deadline = time.time() + 120
@@ -372,7 +377,8 @@ def test_workers_die_with_a_killed_torchrun(toy_data):
             time.sleep(1)
             workers = [pid for pid in _children(proc.pid) if _running(pid)]
         assert len(workers) == 2, "torchrun did not start its 2 workers"
-        time.sleep(10)  # past start-up: the workers import fairseq and train
+        # past start-up: an update logged (rank 0, every update) means both workers train
+        wait_for(lambda: re.search(TRAIN_INNER, log.read_text()), "training update", procs=[proc])
         assert all(map(_running, workers))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()

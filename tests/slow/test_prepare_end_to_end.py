@@ -5,12 +5,11 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 from deepnet_fairseq.recipes.data import prepare
 from deepnet_fairseq.recipes.datasets import iwslt14, wmt17
 from release_server import lines, multi30k, tgz
-from support import REPO, process_cmdline
+from support import REPO, process_cmdline, wait_for
 
 
 def run_prepare(dataset, work, **env):
@@ -115,6 +114,14 @@ def test_wmt17_download_mode_joins_the_four_corpora(server, tmp_path, monkeypatc
     assert (tmp_path / "data" / "bin" / ".done").exists()
 
 
+def preprocess_runs(work) -> int:
+    """How many fairseq-preprocess runs writing under WORK have started: processes that have
+    exec'd the command, so the launcher's signal set-up is in place (one command line a run: a
+    run's own workers share it)."""
+    lines = map(process_cmdline, filter(str.isdigit, os.listdir("/proc")))
+    return len({line for line in lines if "fairseq-preprocess" in line and f"{work}/" in line})
+
+
 def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(tmp_path):
     env = {**os.environ, "SIZE": "smoke", "SOURCE": "multi30k", "DEEPNET_WORK": str(tmp_path),
            "OMP_NUM_THREADS": "1"}
@@ -124,7 +131,7 @@ def test_sigterm_stops_prepare_and_its_fairseq_preprocess_and_a_rerun_finishes(t
     for line in proc.stderr:
         seen.append(line)
         if "fairseq-preprocess ->" in line:
-            time.sleep(0.5)  # fairseq-preprocess has started
+            wait_for(lambda: preprocess_runs(tmp_path) == 1, "fairseq-preprocess", procs=[proc])
             proc.send_signal(signal.SIGTERM)
             break
     rest = proc.stderr.read()
@@ -161,7 +168,7 @@ def test_opus100_pairs_binarised_at_once_stop_on_sigterm_and_match_one_worker(tm
     for line in proc.stderr:
         seen.append(line)
         if "3 at a time" in line:
-            time.sleep(1.0)  # the three fairseq-preprocess runs have started
+            wait_for(lambda: preprocess_runs(work) == 3, "3 fairseq-preprocess runs", procs=[proc])
             proc.send_signal(signal.SIGTERM)
             break
     rest = proc.stderr.read()

@@ -23,7 +23,8 @@ import pytest
 
 from deepnet_fairseq.corpora import multi30k_dir
 from deepnet_fairseq.recipes.reporting import curves
-from support import REPO, process_alive, process_cmdline, read_csv, tensorboard_scalars
+from support import (REPO, process_alive, process_cmdline, read_csv, tensorboard_scalars,
+                     wait_for)
 
 
 MULTI30K = multi30k_dir()  # shipped package data; raises (the tests fail, never skip) if missing
@@ -172,15 +173,6 @@ def test_wmt17_two_cpu_processes_keep_the_effective_batch(wmt17):
     assert [v for _, v in events["valid", "loss"]] == pytest.approx([v for _, v in logged],
                                                                      abs=1e-3)
     assert ("train", "loss") in events  # the epoch's (4 updates log no train_inner)
-
-
-def wait_for(predicate, what, timeout=300, procs=()):
-    deadline = time.time() + timeout
-    while not predicate():
-        for proc in procs:
-            assert proc.poll() is None, f"exited {proc.returncode} before {what}"
-        assert time.time() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.2)
 
 
 def test_wmt17_sigterm_is_interrupted_and_the_next_launch_resumes(wmt17):

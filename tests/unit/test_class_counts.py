@@ -1,12 +1,18 @@
-"""docs/running.md counts the generated cases of each class test: the counts here are read from
-the tests' own parametrisations (the lists they generate from the declarations and parsers),
-so a declaration added or removed changes them, and the docs must say so."""
+"""docs/running.md's table of the cases each class test generates, counted from the tests' own
+parametrisations (the lists they generate from the declarations and parsers), so a declaration
+added or removed changes the table, and the docs must show it. The table is generated:
+``python tests/unit/test_class_counts.py`` prints it, to paste between its markers."""
 
 import os
+import sys
 
-import pytest
+if __name__ == "__main__":  # run as a script: this checkout and the helpers, as under pytest
+    TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:0] = [os.path.dirname(TESTS), TESTS]
 
-from support import REPO
+import pytest  # noqa: E402
+
+from support import REPO  # noqa: E402
 import test_file_layer  # noqa: E402
 import test_hostile_inputs  # noqa: E402
 import test_hostile_exits  # noqa: E402
@@ -17,54 +23,60 @@ import test_hostile_runtime  # noqa: E402
 import test_launch  # noqa: E402
 import test_settings_properties  # noqa: E402
 
-CLASSES = [  # (module, test, the phrase of docs/running.md that counts it)
-    (test_launch, "test_every_spelling_of_every_refused_destination_is_refused",
-     "the recipe refuses, from fairseq-train's own parser, {}"),
-    (test_settings_properties, "test_every_bound_of_every_setting_is_where_it_is_declared",
-     "the edges of every declared bound, {}"),
-    (test_settings_properties, "test_every_whole_number_setting_takes_ascii_digits_only",
-     "against other scripts' digits, {}"),
-    (test_settings_properties, "test_a_language_code_that_would_split_a_file_name_is_refused",
-     "codes that split file names, {}"),
-    (test_settings_properties, "test_a_runs_entry_sets_only_what_may_differ_between_runs",
-     "scope in a `RUNS` entry, {}"),
-    (test_hostile_runtime, "test_a_run_is_resumed_only_with_the_settings_it_trained_with",
-     "under each changed training setting, {}"),
-    (test_hostile_runtime, "test_every_data_setting_changed_is_refused_by_prepare",
-     "prepare under each changed data setting, {}"),
-    (test_hostile_runtime, "test_every_data_setting_changed_is_refused_by_train_evaluate_and_the_sweep",
-     "train, evaluate and the sweep on data prepared under each changed data setting, {}"),
-    (test_file_layer, "test_no_door_of_the_layer_follows_a_link_planted_in_a_marked_directory",
-     "at each door of the file layer, {}"),
+CLASSES = [  # (module, test, what its cases try), in the order docs/running.md tells of them
     (test_hostile_processes, "test_a_status_is_read_as_its_runs_lock_says",
-     "x 4 recorded statuses, {} cases"),
-    (test_file_layer, "test_the_scan_sees_each_kind_of_write",
-     "the source scan must see, {}"),
-    (test_hostile_inputs, "test_one_file_in_two_roles_is_refused", "one file in two roles, {}"),
-    (test_hostile_inputs, "test_a_name_with_and_without_gz_is_refused",
-     "a name with and without `.gz`, {}"),
-    (test_hostile_inputs, "test_an_empty_or_misaligned_split_names_the_users_files",
-     "an empty or misaligned split, {}"),
-    (test_hostile_inputs, "test_a_config_file_sets_only_what_its_dataset_reads",
-     "every dataset, `SOURCE` and setting a dataset may not read, {}"),
+     "each state of a run's lock x each recorded status, at each reader"),
     (test_hostile_records, "test_no_record_is_written_over_one_this_code_cannot_read",
-     "every record of it the code cannot read, generated from `records.KINDS` and `FIELDS`, {} "
-     "cases"),
+     "every kind of record against every record of it the code cannot read, generated from "
+     "`records.KINDS` and `FIELDS`"),
     (test_hostile_exits, "test_a_special_file_named_like_a_checkpoint_is_refused_unopened",
-     "against each special file the layer names, {} cases"),
+     "each door of checkpoint reading against each special file the layer names"),
     (test_hostile_exits, "test_a_full_disk_names_the_path_at_every_door_of_the_layer",
-     "(a 1 MiB tmpfs, filled, in a child's mount namespace), {} cases"),
+     "a full disk at every door of the file layer that writes data (a 1 MiB tmpfs, filled, in a "
+     "child's mount namespace)"),
     (test_hostile_exits, "test_an_output_whose_directory_is_not_there_is_refused_in_one_line",
-     "for every output of every tool, {} cases"),
+     "an output whose directory is missing, for every output of every tool"),
     (test_hostile_exits, "test_a_tool_writes_nothing_into_the_run_of_the_checkpoint_it_reads",
-     "for each output of each of them, {} cases"),
+     "a tool that reads a checkpoint writing into its run, for each output of each of them"),
     (test_hostile_exits, "test_a_special_file_where_text_is_read_is_refused_at_once",
-     "against each special file, {} cases"),
+     "each door the scan of the text-reading modules finds, against each special file"),
+    (test_launch, "test_every_spelling_of_every_refused_destination_is_refused",
+     "every spelling of every `TRAIN_ARGS` option the recipe refuses, from fairseq-train's own "
+     "parser"),
+    (test_settings_properties, "test_every_bound_of_every_setting_is_where_it_is_declared",
+     "the edges of every declared bound"),
+    (test_settings_properties, "test_every_whole_number_setting_takes_ascii_digits_only",
+     "every whole-number setting against other scripts' digits"),
+    (test_settings_properties, "test_a_language_code_that_would_split_a_file_name_is_refused",
+     "every language-code setting against codes that split file names"),
+    (test_settings_properties, "test_a_runs_entry_sets_only_what_may_differ_between_runs",
+     "every setting's scope in a `RUNS` entry"),
+    (test_hostile_runtime, "test_a_run_is_resumed_only_with_the_settings_it_trained_with",
+     "a run resumed under each changed training setting"),
+    (test_hostile_runtime, "test_every_data_setting_changed_is_refused_by_prepare",
+     "prepare under each changed data setting"),
+    (test_hostile_runtime, "test_every_data_setting_changed_is_refused_by_train_evaluate_and_the_sweep",
+     "train, evaluate and the sweep on data prepared under each changed data setting"),
+    (test_file_layer, "test_no_door_of_the_layer_follows_a_link_planted_in_a_marked_directory",
+     "a link planted at each door of the file layer"),
+    (test_file_layer, "test_the_scan_sees_each_kind_of_write",
+     "each kind of direct write the source scan must see"),
+    (test_hostile_inputs, "test_one_file_in_two_roles_is_refused", "one file in two roles"),
+    (test_hostile_inputs, "test_a_name_with_and_without_gz_is_refused",
+     "a name with and without `.gz`"),
+    (test_hostile_inputs, "test_an_empty_or_misaligned_split_names_the_users_files",
+     "an empty or misaligned split"),
+    (test_hostile_inputs, "test_a_config_file_sets_only_what_its_dataset_reads",
+     "every dataset, `SOURCE` and setting a dataset may not read"),
     (test_hostile_lengths, "test_a_pair_fairseq_would_refuse_is_refused_before_training",
-     "for each dataset layout, split, limit and side of it, {}"),
+     "a pair at and one token over each limit, for each dataset layout, split, limit and side "
+     "of it"),
     (test_hostile_lengths, "test_the_limits_are_fairseqs_under_options_that_move_them",
-     "each fairseq-train option that moves a limit, in each split, {}"),
+     "each fairseq-train option that moves a limit, in each split"),
 ]
+
+BEGIN = "<!-- class counts table: generated by python tests/unit/test_class_counts.py -->\n"
+END = "<!-- end of the class counts table -->"
 
 
 def cases(test) -> int:
@@ -76,10 +88,26 @@ def cases(test) -> int:
     return count
 
 
-@pytest.mark.parametrize("module, name, phrase", CLASSES, ids=[c[1] for c in CLASSES])
-def test_the_docs_count_each_class(module, name, phrase):
+def markdown_table() -> str:
+    """docs/running.md's table: each class, its number of cases, the file of its test."""
+    rows = [f"| {what} | {cases(getattr(module, name))} | `tests/unit/{module.__name__}.py` |\n"
+            for module, name, what in CLASSES]
+    return "| what is tried | cases | test |\n|---|---|---|\n" + "".join(rows)
+
+
+@pytest.mark.parametrize("module, name, what", CLASSES, ids=[c[1] for c in CLASSES])
+def test_each_class_is_generated(module, name, what):
+    assert cases(getattr(module, name)) > 1, f"{name}: not generated"
+
+
+def test_the_docs_table_of_class_counts_is_generated():
     with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
-        text = " ".join(handle.read().split())
-    count = cases(getattr(module, name))
-    assert count > 1, f"{name}: not generated"
-    assert phrase.format(count) in text, (name, count)
+        text = handle.read()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1, "docs/running.md: no table markers"
+    shown = text.split(BEGIN)[1].split(END)[0]
+    assert shown == markdown_table(), (
+        "docs/running.md is stale: paste `python tests/unit/test_class_counts.py`")
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown_table())

@@ -375,35 +375,59 @@ def _holds_lock(fd: int, run_dir: str) -> bool:
 
 
 def _evaluate(parser, args, argv, generate_args) -> None:
-    checkpoints = os.path.join(args.run_dir, "checkpoints")
-    work = os.path.join(args.run_dir, "eval.tmp")
+    checkpoints, work = _refuse_what_is_not_ours(parser, args.run_dir)
     averaged = os.path.join(work, "averaged.pt")
-    last = os.path.join(checkpoints, "checkpoint_last.pt")
-    if not os.path.isfile(last):
-        parser.error(f"no {last}: train the run first")
-    refuse_links_within(checkpoints)  # read by name: no other run's checkpoint through a link
-    for directory in (work, os.path.join(args.run_dir, "eval")):
-        refuse_planted_links(directory)  # a link to a marked directory elsewhere: not ours
-        if os.path.lexists(directory) and not is_ours(directory):
-            parser.error(f"{directory} exists and the recipes did not create it (no {MARKER} "
-                         "in it): move it away, then evaluate again")
     wanted = purpose(args.run_dir, argv)
     if up_to_date(args.run_dir, argv):
         print(f"{args.run_dir}/eval is the evaluation of these checkpoints with these settings: "
               "kept", file=sys.stderr)
         return
-    if not (os.path.isfile(averaged) and _recorded_purpose(work) == wanted):
-        # another evaluation's leftovers (other checkpoints or settings) are redone, not reused;
-        # deleted only because the recipes made them (workdir's marker)
-        fresh(work)
-        write_record(os.path.join(work, PURPOSE), "purpose", wanted)
-        from ...storage.checkpoint_io import CheckpointError
+    _average(checkpoints, args.average_last, averaged, wanted)
+    _refuse_other_dictionaries(averaged, args, generate_args)
+    _log_to_stderr()
+    directions = _decode_and_score(args, work, averaged, generate_args)
+    _publish(args.run_dir, work, averaged, directions)
 
-        try:
-            average_last(checkpoints, args.average_last, averaged)
-        except CheckpointError as err:
-            print(err, file=sys.stderr)
-            sys.exit(1)
+
+def _refuse_what_is_not_ours(parser, run_dir: str):
+    """RUN_DIR's checkpoints and eval.tmp; a parser error for a run not trained, and for an
+    eval.tmp or eval the recipes did not make."""
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    work = os.path.join(run_dir, "eval.tmp")
+    last = os.path.join(checkpoints, "checkpoint_last.pt")
+    if not os.path.isfile(last):
+        parser.error(f"no {last}: train the run first")
+    refuse_links_within(checkpoints)  # read by name: no other run's checkpoint through a link
+    for directory in (work, os.path.join(run_dir, "eval")):
+        refuse_planted_links(directory)  # a link to a marked directory elsewhere: not ours
+        if os.path.lexists(directory) and not is_ours(directory):
+            parser.error(f"{directory} exists and the recipes did not create it (no {MARKER} "
+                         "in it): move it away, then evaluate again")
+    return checkpoints, work
+
+
+def _average(checkpoints: str, count: int, averaged: str, wanted: dict) -> None:
+    """AVERAGED (in eval.tmp), the mean of the last COUNT CHECKPOINTS, unless eval.tmp already
+    holds it for the same purpose (an interrupted evaluation resumes)."""
+    work = os.path.dirname(averaged)
+    if os.path.isfile(averaged) and _recorded_purpose(work) == wanted:
+        return
+    # another evaluation's leftovers (other checkpoints or settings) are redone, not reused;
+    # deleted only because the recipes made them (workdir's marker)
+    fresh(work)
+    write_record(os.path.join(work, PURPOSE), "purpose", wanted)
+    from ...storage.checkpoint_io import CheckpointError
+
+    try:
+        average_last(checkpoints, count, averaged)
+    except CheckpointError as err:
+        print(err, file=sys.stderr)
+        sys.exit(1)
+
+
+def _refuse_other_dictionaries(averaged: str, args, generate_args) -> None:
+    """Exit 1 with one line if the data's dictionaries are not the ones the model was trained
+    with (``dictionary_problem``)."""
     data = next((a for a in generate_args if not a.startswith("-")), None)
     # a multilingual model's embeddings also hold the language tokens fairseq's task adds to
     # the dictionaries: the sizes are fairseq's to check there
@@ -413,6 +437,9 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(1)
+
+
+def _log_to_stderr() -> None:
     # fairseq-generate sends its log to the stream logging is first configured with: the
     # first direction's output file, closed when that direction is done. Importing fairseq
     # may have configured it already, at DEBUG (fairseq 0.12's wav2vec2_classification), which
@@ -421,6 +448,11 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s",
                         level=level, stream=sys.stderr)
     logging.getLogger().setLevel(level)
+
+
+def _decode_and_score(args, work: str, averaged: str, generate_args) -> dict:
+    """Each direction decoded into WORK (those decoded already are kept) and scored: its
+    scores, distinct hypotheses and reference, by direction."""
     directions = {}
     names = args.directions.split(",")
     todo = [d for d in names if not os.path.isdir(os.path.join(work, d))]  # not decoded yet
@@ -440,6 +472,12 @@ def _evaluate(parser, args, argv, generate_args) -> None:
             # the reference file, so that a report can score the decode again (report.py)
             directions[direction] = {**scores, **check_distinct(output),
                                      "reference": os.path.abspath(scored_against)}
+    return directions
+
+
+def _publish(run_dir: str, work: str, averaged: str, directions: dict) -> None:
+    """WORK's eval.json written from DIRECTIONS, the averaged weights deleted, and WORK made
+    RUN_DIR/eval."""
     ignoring = [name for name, d in directions.items() if d["ignores_source"]]
     if ignoring and len(directions) > 1:
         print(f"WARNING: {len(ignoring)} of {len(directions)} directions ignore their source: "
@@ -448,7 +486,7 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     write_record(os.path.join(work, "eval.json"), "eval", summary)
     remove_file(averaged)
     # refuses an eval/ the recipes did not create, naming it
-    replace_tree(work, os.path.join(args.run_dir, "eval"))
+    replace_tree(work, os.path.join(run_dir, "eval"))
     if len(directions) > 1:
         print(f"average sacreBLEU {summary['sacrebleu_avg']}  X->En {summary.get('x_en')}  "
               f"En->X {summary.get('en_x')}", file=sys.stderr)

@@ -374,43 +374,64 @@ def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
     metric = METRICS[declared.metric]
     out.append(f"BLEU: {metric}; the paper's number in parentheses where it reports one.\n")
     if declared.multilingual:
-        out.append("| model | layers | X->En | En->X | Avg |")
-        out.append("|---|---|---|---|---|")
-        for row in sorted(rows, key=lambda r: (r["label"], r["layers"])):
-            ok = row["status"] == "ok"
-            out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L "
-                       f"| {row['layers']} | {row['x_en'] if ok else ''} "
-                       f"| {row['en_x'] if ok else ''} "
-                       f"| {_cell([row])}{_paper(row['paper_bleu'])} |")
-        fitted = fits(rows)
-        if fitted:
-            out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
-            for label, fit in sorted(fitted.items()):
-                out.append(f"- {label}: BLEU(d) = {fit.a:.3f} ln d + {fit.b:.3f}"
-                           + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, "
-                                                         f"{fit.points} points)"))
+        out.extend(_directions_table(rows))
     else:
-        depths = sorted({(r["encoder_layers"], r["decoder_layers"]) for r in rows})
-        labels = sorted({r["label"] for r in rows})
-        index = by_cell(rows)
-        out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
-        out.append("|---|" + "---|" * len(depths))
-        for group, members in grouped(labels):
-            if len(labels) > 3:  # a few rows read without headings
-                out.append(f"| **{group}** |" + " |" * len(depths))
-            for label in members:
-                cells = []
-                for n, m in depths:
-                    runs = index.get((label, n, m))
-                    cells.append(_cell(runs) + (_paper(runs[0]["paper_bleu"]) if runs else ""))
-                out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
-        if declared.metric != "sacrebleu":
-            out.append("\nDetokenised sacreBLEU of the same runs:\n")
-            out.append("| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |")
-            out.append("|---|" + "---|" * len(depths))
-            for label in labels:
-                cells = [_sacrebleu(index.get((label, n, m), [])) for n, m in depths]
-                out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
+        out.extend(_depth_tables(declared, rows))
+    out.extend(_notes(declared, rows, unreadable))
+    return "\n".join(out) + "\n"
+
+
+def _directions_table(rows: List[Dict]) -> List[str]:
+    """A multilingual dataset's lines: a run a row (X->En, En->X, their average), then the fit
+    of BLEU to ln(depth) of each method."""
+    out = ["| model | layers | X->En | En->X | Avg |", "|---|---|---|---|---|"]
+    for row in sorted(rows, key=lambda r: (r["label"], r["layers"])):
+        ok = row["status"] == "ok"
+        out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L "
+                   f"| {row['layers']} | {row['x_en'] if ok else ''} "
+                   f"| {row['en_x'] if ok else ''} "
+                   f"| {_cell([row])}{_paper(row['paper_bleu'])} |")
+    fitted = fits(rows)
+    if fitted:
+        out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
+        for label, fit in sorted(fitted.items()):
+            out.append(f"- {label}: BLEU(d) = {fit.a:.3f} ln d + {fit.b:.3f}"
+                       + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, "
+                                                     f"{fit.points} points)"))
+    return out
+
+
+def _depth_tables(declared, rows: List[Dict]) -> List[str]:
+    """A one-pair dataset's lines: method by depth in its metric (grouped under headings when
+    there are more than a few methods), then in detokenised sacreBLEU if that is another."""
+    depths = sorted({(r["encoder_layers"], r["decoder_layers"]) for r in rows})
+    labels = sorted({r["label"] for r in rows})
+    index = by_cell(rows)
+    head = ["| method | " + " | ".join(f"{n}L-{m}L" for n, m in depths) + " |",
+            "|---|" + "---|" * len(depths)]
+    out = list(head)
+    for group, members in grouped(labels):
+        if len(labels) > 3:  # a few rows read without headings
+            out.append(f"| **{group}** |" + " |" * len(depths))
+        for label in members:
+            cells = []
+            for n, m in depths:
+                runs = index.get((label, n, m))
+                cells.append(_cell(runs) + (_paper(runs[0]["paper_bleu"]) if runs else ""))
+            out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
+    if declared.metric != "sacrebleu":
+        out.append("\nDetokenised sacreBLEU of the same runs:\n")
+        out.extend(head)
+        for label in labels:
+            cells = [_sacrebleu(index.get((label, n, m), [])) for n, m in depths]
+            out.append(f"| {_markdown(label)} | " + " | ".join(cells) + " |")
+    return out
+
+
+def _notes(declared, rows: List[Dict], unreadable: List[str]) -> List[str]:
+    """The lines under the tables: runs that ignore their source, the paper's numbers and the
+    dataset's note, runs that did not finish or cannot be read, sacreBLEU's signatures."""
+    out = []
     collapsed = [r for r in rows if ignores_its_source(r)]
     if collapsed:
         out.append(f"\nRuns with fewer than {DEFAULT_MIN_SHARE:.0%} distinct test translations "
@@ -434,7 +455,7 @@ def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
     signatures = sorted({r["signature"] for r in rows if r["signature"]})
     if signatures:
         out.append("\nsacreBLEU signature: " + "; ".join(f"`{s}`" for s in signatures))
-    return "\n".join(out) + "\n"
+    return out
 
 
 def write_csv(path: str, rows: List[Dict]) -> None:
