@@ -36,6 +36,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional, Tuple
 
+from ... import methods
 from .devices import count_gpus
 from .memory import MemoryPlanError, Plan, estimate as memory_estimate, parameter_count, \
     plan as memory_plan
@@ -170,19 +171,13 @@ def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: floa
 
 def checkpointing_refused(method: str) -> Optional[str]:
     """Why the method's layers cannot be activation-checkpointed (DLCL's aggregation and
-    ResiDual's dual stream pass state between layers outside the checkpointed forward:
-    ``method_layers.StackState``), or None. Imports the layer rules (torch, fairseq), so it is
-    asked only where checkpointing could be on."""
-    from ... import methods
-    from ...nn.method_layers import RULES, StackState
-
+    ResiDual's dual stream pass state between layers outside the checkpointed forward), as its
+    declaration says (``Method.stack_state``), or None."""
     try:
-        rule = methods.get(method).layers
+        state = methods.get(method).stack_state
     except ValueError:
         return None  # an unknown method is reported where its options are built
-    if rule is None or not issubclass(RULES[rule], StackState):
-        return None
-    return f"{RULES[rule].state_name} passes each layer's output to later layers"
+    return f"{state} passes each layer's output to later layers" if state else None
 
 
 def plan_layout(cfg: Settings, env: Mapping[str, str],
@@ -237,8 +232,7 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
     layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
     forced = {"1": True, "0": False}.get(cfg["CHECKPOINT_ACTIVATIONS"])
-    if forced is not False and (forced or device == "cuda"
-                                or layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")):
+    if forced is not False:
         refusal = checkpointing_refused(cfg["METHOD"])
         if refusal and forced:
             raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="
@@ -304,8 +298,6 @@ def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
 
 
 def method_args(cfg: Settings) -> List[str]:
-    from ... import methods
-
     try:
         return list(methods.get(cfg["METHOD"]).train_args(cfg.int("ENC_LAYERS"),
                                                           cfg.int("DEC_LAYERS")))
