@@ -1,7 +1,8 @@
 """DeepNorm for encoder-only (RoBERTa-style masked LM) and decoder-only (GPT-style) models.
 
-The same DeepNorm layers as the translation model (``layers.py``), with the paper's constants
-for a single stack (Figure 2; ``constants.encoder_only`` / ``constants.decoder_only``):
+The same DeepNorm layers as the translation model (``nn.method_layers.DeepNorm``), with the
+paper's constants for a single stack (Figure 2; ``constants.encoder_only`` /
+``constants.decoder_only``):
 
 * ``deepnet_roberta`` (task ``masked_lm``): fairseq's RoBERTa with Post-LN DeepNorm encoder
   layers, alpha = (2N)^(1/4), beta = (8N)^(-1/4). Archs ``deepnet_roberta_base`` (12 layers,

@@ -1,7 +1,7 @@
 """The compared methods' Transformer layers: each is a residual rule plus an init rule.
 
 A method is a small mixin over fairseq's own layers (``TransformerEncoderLayerBase`` /
-``TransformerDecoderLayerBase``), as DeepNorm is in ``layers.py``: it overrides the
+``TransformerDecoderLayerBase``), as DeepNorm is (``DeepNorm`` below): it overrides the
 ``residual_connection`` hook (the residual rule), re-initialises the layer's weights in its
 constructor, before fairseq wraps the layer for activation checkpointing / FSDP (the init rule),
 and where it must, swaps a sub-module (LayerNorm -> identity) or adds one through a forward hook.
