@@ -28,7 +28,7 @@ from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
 from ...fairseq_log import HEADER, classify, one_line, vocab_size
-from ...processes import run_forwarding
+from ...processes import EXIT, interrupted, run_forwarding, signal_of
 from ..data.workers import cores
 from . import runlog
 from .lengths import refuse_too_long, refuse_too_long_to_evaluate
@@ -43,7 +43,6 @@ from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, 
                                overwrite_in_place, refuse_links_within, remove_file)
 from ...storage.directories import LOCK, MARKER, Busy, NotOurs, RunLock, is_ours, make_dirs
 
-EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 PROGRESS_EVERY_S = runlog.PROGRESS_EVERY_S  # a training's progress line this often
 
 
@@ -383,7 +382,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     if not layout.is_rank0:
         log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
                           "the status")
-        return 128 + signum if signum else (0 if code == 0 else EXIT["failed"])
+        return interrupted(signum) if signum else (0 if code == 0 else EXIT["failed"])
     with open(attempt_log, encoding="utf-8", errors="replace") as handle:
         result = watch.stopped if watch.stopped and not signum else classify(
             handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
@@ -393,7 +392,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} "
                       f"(see {run_dir}/status.json, {train_log})")
-    return 128 + signum if state == "interrupted" else EXIT[state]
+    return interrupted(signum) if state == "interrupted" else EXIT[state]
 
 
 def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
@@ -472,10 +471,10 @@ def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
     if signum:
         log(cfg, "evaluate", f"{name}: stopped by {signal.Signals(signum).name}; run evaluate.sh "
                              f"again to resume (finished directions are kept)")
-        return 128 + signum
+        return interrupted(signum)
     if code != 0:
         log(cfg, "evaluate", f"evaluation failed; see {run_dir}/evaluate.log")
-        return 1
+        return EXIT["failed"]
     log(cfg, "evaluate", f"{name}: results in {result}")
     return 0
 
@@ -576,7 +575,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                               "decoder_layers": int(m), "label": label, "status": "failed",
                               "reason": f"stopped before training: {err}"})
             continue
-        if code >= 128:
+        if signal_of(code):
             log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
             return code
         if code == 0:
@@ -585,7 +584,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             except (SettingError, Busy) as err:  # Busy: another process holds the run
                 log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
                 continue
-            if code >= 128:
+            if signal_of(code):
                 return code
             if code:
                 log(cfg, "sweep", f"{name}: evaluation failed (see {where['RUNS_DIR']}/{name}/"
