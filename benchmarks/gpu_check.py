@@ -75,7 +75,9 @@ sys.path.insert(0, REPO)
 
 from deepnet_fairseq.diagnostics.common import positive_ints  # noqa: E402
 from deepnet_fairseq import fairseq_log  # noqa: E402
-from deepnet_fairseq.processes import FORWARDED, Interrupted, run_forwarding  # noqa: E402
+from deepnet_fairseq.processes import (  # noqa: E402
+    FORWARDED, Interrupted, interrupted, run_forwarding, signal_of,
+)
 from deepnet_fairseq.recipes import write_atomically, write_json  # noqa: E402
 from deepnet_fairseq.recipes import pipeline  # noqa: E402
 from deepnet_fairseq.storage.records import read_status  # noqa: E402
@@ -343,8 +345,8 @@ def run_logged(cmd: List[str], log_path: str, env: Dict[str, str]) -> int:
 def stop_if_interrupted(code: int) -> None:
     """A recipe step that passed a signal on exits 128 + its number: the check as a whole stops
     then (run it again to resume), as in run_logged, instead of failing one check and going on."""
-    if code > 128 and code - 128 in FORWARDED:
-        raise Interrupted(code - 128)
+    if signal_of(code) in FORWARDED:
+        raise Interrupted(signal_of(code))
 
 
 def recipe_env(args, precision: str = "fp32", depth: int = 1) -> Dict[str, str]:
@@ -654,7 +656,7 @@ def main(argv=None) -> int:
     except Interrupted as err:
         print(f"[gpu-check] stopped by {err}; run it again: checks that passed are reused",
               flush=True)
-        return 128 + err.signum
+        return interrupted(err.signum)
     report = build_report(args, results, environment(args.device),
                           shlex.join(["bash", "benchmarks/gpu_check.sh", *argv]), started,
                           time.monotonic() - start)

@@ -91,6 +91,11 @@ class Method:
 
     family:      its group in the results tables (``FAMILIES``); default: DeepNet for the
                  DeepNorm model, else from its LayerNorm placement.
+    display:     its name in the results pages ("Post-LN"); default: ``name``.
+    stack_state: what its layers pass to the later layers of their stack outside each layer's
+                 forward (DLCL's layer aggregation), named in errors; such layers cannot be
+                 activation-checkpointed or dropped (their rule is a ``method_layers.
+                 StackState``), which the recipes' planning reads here, without torch.
     """
 
     name: str
@@ -104,6 +109,8 @@ class Method:
     model_options: Tuple[ModelOption, ...] = ()
     training: Tuple[Tuple[str, str], ...] = ()
     family: Optional[str] = None
+    display: Optional[str] = None
+    stack_state: Optional[str] = None
 
     def __post_init__(self):
         if self.layer_norm not in LAYER_NORM_PLACEMENTS:
@@ -121,6 +128,8 @@ class Method:
             object.__setattr__(self, "family", "DeepNet" if self.model == "deepnet_transformer"
                                else {"post": "Post-LN", "pre": "Pre-LN",
                                      "none": "No-LN"}[self.layer_norm])
+        if self.display is None:
+            object.__setattr__(self, "display", self.name)
         if self.family not in FAMILIES:
             raise ValueError(f"method {self.name}: family must be one of {FAMILIES}")
 
@@ -217,37 +226,45 @@ _DEEPNORM_OPTIONS = (
 _DECLARED = (
     Method("deepnet", "LN(alpha x + G(x)); ffn/v/out Xavier-normal gain beta",
            "Wang et al. 2022 (DeepNet, arXiv 2203.00555)", "post", layers="DeepNorm",
+           display="DeepNet",
            model_options=_DEEPNORM_OPTIONS),
     # fairseq's own layers (rule Standard, which changes nothing), as models of this plugin so
     # that they take every method's options (--depth-transfer)
     Method("post_ln", "LN(x + G(x)) (fairseq default)", "Vaswani et al. 2017", "post",
-           layers="Standard"),
+           layers="Standard", display="Post-LN"),
     Method("pre_ln", "x + G(LN(x)), final LN (fairseq --*-normalize-before)",
-           "Vaswani et al. 2017 (tensor2tensor order)", "pre", layers="Standard"),
+           "Vaswani et al. 2017 (tensor2tensor order)", "pre", layers="Standard",
+           display="Pre-LN"),
     Method("ds_init", "LN(x + G(x)); layer l Xavier-uniform gain alpha/sqrt(l)",
            "Zhang, Titov & Sennrich 2019 (DS-Init, arXiv 1908.11365)", "post", layers="DSInit",
+           display="DS-Init",
            model_options=(ModelOption(
                "ds_init_alpha", 1.0, "DS-Init's alpha in (0, 1]: layer l's weights are "
                "Xavier-uniform with gain alpha/sqrt(l) (Zhang et al. 2019); chosen default 1"),)),
     Method("admin", "LN(omega x + G(x)); omega_i = sqrt(sum_{j<i} Var y_j), profiled on batch 1",
-           "Liu et al. 2020 (Admin, arXiv 2004.08249)", "post", layers="Admin"),
+           "Liu et al. 2020 (Admin, arXiv 2004.08249)", "post", layers="Admin", display="Admin"),
     Method("rezero", "x + a G(x), a = 0 learnable, no LN", "Bachlechner et al. 2020 (ReZero, arXiv 2003.04887)",
-           "none", layers="ReZero"),
+           "none", layers="ReZero", display="ReZero"),
     Method("r_fixup", "x + m G(x), no LN; out/fc2 = 0, v/fc1 x L^(-1/2), m = 1 learnable",
-           "Zhang, Dauphin & Ma 2019 (Fixup, arXiv 1901.09321)", "none", layers="RFixup"),
+           "Zhang, Dauphin & Ma 2019 (Fixup, arXiv 1901.09321)", "none", layers="RFixup",
+           display="R-Fixup"),
     Method("t_fixup", "x + G(x), no LN; enc v/out/ffn x 0.67 N^(-1/4), dec and embeddings "
            "x (9M)^(-1/4)", "Huang et al. 2020 (T-Fixup, ICML)", "none", layers="TFixup",
+           display="T-Fixup",
            # T-Fixup trains without learning-rate warmup: the "warmup" starts at the peak lr,
            # so the lr is constant until the inverse-sqrt decay, the same decay as every other
            # method's. (WARMUP=1 would be wrong: fairseq's inverse-sqrt then decays as
            # lr / sqrt(update) from the first update, 1/20 of the peak at update 400.)
            training=(("WARMUP_INIT_LR", "{LR}"),)),
     Method("dlcl", "Pre-LN; input of layer l+1 = sum_k W_lk LN(y_k), W learnable, starts at "
-           "the mean", "Wang et al. 2019 (DLCL, arXiv 1906.01787)", "pre", layers="DLCL"),
+           "the mean", "Wang et al. 2019 (DLCL, arXiv 1906.01787)", "pre", layers="DLCL",
+           display="DLCL", stack_state="DLCL's layer aggregation"),
     Method("normformer", "Pre-LN + head scales, LN after self-attention, LN inside FFN",
-           "Shleifer et al. 2021 (NormFormer, arXiv 2110.09456)", "pre", layers="NormFormer"),
+           "Shleifer et al. 2021 (NormFormer, arXiv 2110.09456)", "pre", layers="NormFormer",
+           display="NormFormer"),
     Method("lipschitz", "LN(x + G(x)); weights U(+-1/sqrt(fan_in)), biases 0",
-           "Xu et al. 2020 (arXiv 1911.03179)", "post", layers="Lipschitz"),
+           "Xu et al. 2020 (arXiv 1911.03179)", "post", layers="Lipschitz",
+           display="Lipschitz init"),
     # Optimizer-aware DeepNorm (beyond the paper; constants.py), L = 2N enc, 3M dec:
     _deepnet_form("sgd", "LN(alpha x + G(x)); alpha = L^(1/4), gain L^(-1/4)"),
     _deepnet_form("adam", "LN(alpha x + G(x)); alpha = L^(1/2), gain L^(-1/2)"),
@@ -275,22 +292,25 @@ _DECLARED = (
     Method("subln", "Pre-LN + LN before out_proj (self-attn) and before fc2; v/out/ffn x gamma, "
            "enc sqrt(ln 3M ln 2N / 3), dec sqrt(ln 3M)",
            "Wang et al. 2022 (Magneto, arXiv 2210.06423; microsoft/torchscale subln)", "pre",
-           layers="SubLN", family="after 2022"),
+           layers="SubLN", display="Sub-LN", family="after 2022"),
     # x + LN_out(F(LN_in(x))): the output LN is the addition to Pre-LN
     Method("peri_ln", "x + LN(G(LN(x))), final LN", "Kim et al. 2025 (Peri-LN, arXiv 2502.02732)",
-           "pre", layers="PeriLN", family="after 2022"),
+           "pre", layers="PeriLN", display="Peri-LN", family="after 2022"),
     # x + F(LN(x) / sqrt(l)), l = 1..N in each stack
     Method("ln_scaling", "x + G(LN(x)/sqrt(l)), l the layer index, final LN",
-           "Sun et al. 2025 (The Curse of Depth, arXiv 2502.05795)", "pre", layers="LNScaling", family="after 2022"),
+           "Sun et al. 2025 (The Curse of Depth, arXiv 2502.05795)", "pre", layers="LNScaling",
+           display="LayerNorm Scaling", family="after 2022"),
     # DyT(x) = weight * tanh(alpha x) + bias in place of every LayerNorm
     Method("dyt", "Pre-LN, every LN -> w tanh(a x) + b, a = 0.5 learnable",
-           "Zhu et al. 2025 (DyT, arXiv 2503.10622; jiachenzhu/DyT)", "pre", layers="DyT", family="after 2022",
+           "Zhu et al. 2025 (DyT, arXiv 2503.10622; jiachenzhu/DyT)", "pre", layers="DyT",
+           display="DyT", family="after 2022",
            model_options=(ModelOption(
                "dyt_alpha_init", 0.5, "DyT's alpha0, the start value of the learnable scalar "
                "in tanh(alpha x) (Zhu et al. 2025; 0.5 is the paper's default)"),)),
     # Post-LN below floor(alpha L), Pre-LN above, per stack
     Method("mix_ln", "LN(x + G(x)) in layers l <= floor(0.25 L), x + G(LN(x)) above, final LN",
-           "Li et al. 2025 (Mix-LN, arXiv 2412.13795)", "pre", layers="MixLN", family="after 2022",
+           "Li et al. 2025 (Mix-LN, arXiv 2412.13795)", "pre", layers="MixLN", display="Mix-LN",
+           family="after 2022",
            model_options=(ModelOption(
                "mix_ln_ratio", 0.25, "Mix-LN's alpha in [0, 1): the lowest floor(alpha L) "
                "layers of each stack are Post-LN, the rest Pre-LN (Li et al. 2025: 0.25)"),)),
@@ -298,15 +318,17 @@ _DECLARED = (
     Method("deepscalelm", "Pre-LN; lambda x + beta G(LN(x)), beta^2 = 2/(sub-layers), lambda^2 "
            "= 1 - beta^2; moment-preserving init", "Kedia et al. 2024 (DeepScaleLM, arXiv "
            "2403.09635; akhilkedia/TranformersGetStable)", "pre", layers="DeepScaleLM",
+           display="DeepScaleLM",
            family="after 2022"),
     # last sub-layer: LN(h + G(h) + x), x the layer's input
     Method("b2t", "Post-LN; the layer input is added again before its last LN; weights x L^(-1/2)",
            "Takase et al. 2023 (B2T connection, arXiv 2206.00330; takase/b2t_connection)",
-           "post", layers="B2T", family="after 2022"),
+           "post", layers="B2T", display="B2T", family="after 2022"),
     # x <- LN(x + g), d <- d + g per sub-layer; the stack's output x + LN(d)
     Method("resi_dual", "Post-LN stream + dual stream d of the summed branches; out x + LN(d)",
            "Xie et al. 2023 (ResiDual, arXiv 2304.14802; microsoft/ResiDual)", "post",
-           layers="ResiDual", family="after 2022"),
+           layers="ResiDual", display="ResiDual", stack_state="ResiDual's dual stream",
+           family="after 2022"),
 )
 
 METHODS: Dict[str, Method] = {}

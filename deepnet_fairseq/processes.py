@@ -33,6 +33,22 @@ SESSION_END_S = 5  # a session's processes left after its child: SIGTERM, SIGKIL
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 SESSION = "DEEPNET_FAIRSEQ_SESSION"  # "PID:TOKEN ..." : the launchers a process runs under
 
+EXIT = {"ok": 0, "failed": 1, "refused": 2, "diverged": 3}
+"""The exit statuses of the recipes' steps and tools, one table for those that return them and
+those that read them: failed (a program, the disk), refused (a setting, a directory or a record
+the step may not use: one line, nothing done), diverged (training ended without a usable
+model); and, stopped by a signal, the shell's 128 + its number (``interrupted``)."""
+
+
+def interrupted(signum: int) -> int:
+    """The exit status of a step stopped by signal ``signum``."""
+    return 128 + signum
+
+
+def signal_of(code: int) -> Optional[int]:
+    """The signal an exit status says its step was stopped by, or None."""
+    return code - 128 if code >= 128 else None
+
 
 def die_with_parent(parent: int) -> None:
     """This process gets SIGTERM when its parent ``parent`` dies, even by SIGKILL (Linux's

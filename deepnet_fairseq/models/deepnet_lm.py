@@ -1,7 +1,8 @@
 """DeepNorm for encoder-only (RoBERTa-style masked LM) and decoder-only (GPT-style) models.
 
-The same DeepNorm layers as the translation model (``layers.py``), with the paper's constants
-for a single stack (Figure 2; ``constants.encoder_only`` / ``constants.decoder_only``):
+The same DeepNorm layers as the translation model (``nn.method_layers.DeepNorm``), with the
+paper's constants for a single stack (Figure 2; ``constants.encoder_only`` /
+``constants.decoder_only``):
 
 * ``deepnet_roberta`` (task ``masked_lm``): fairseq's RoBERTa with Post-LN DeepNorm encoder
   layers, alpha = (2N)^(1/4), beta = (8N)^(-1/4). Archs ``deepnet_roberta_base`` (12 layers,
@@ -119,13 +120,18 @@ def deepnet_roberta_large_architecture(args):
     deepnet_roberta_architecture(args)
 
 
+def apply_tiny_size(args, side: str) -> None:
+    """The tiny size of every method's ``_tiny`` arch (``methods.TINY_SIZE``: 64 / 128 / 2 heads,
+    2 layers) on the model's one stack, ``side``, where not given."""
+    for name in ("layers", "embed_dim", "ffn_embed_dim", "attention_heads"):
+        key = f"{side}_{name}"
+        setattr(args, key, safe_getattr(args, key, methods.TINY_SIZE[f"encoder_{name}"]))
+
+
 @register_model_architecture("deepnet_roberta", "deepnet_roberta_tiny")
 def deepnet_roberta_tiny_architecture(args):
     """64 / 128 / 2 heads, 2 layers by default (tests, debugging)."""
-    args.encoder_layers = safe_getattr(args, "encoder_layers", 2)
-    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 64)
-    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 128)
-    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 2)
+    apply_tiny_size(args, "encoder")
     deepnet_roberta_architecture(args)
 
 
@@ -174,8 +180,5 @@ def deepnet_lm_architecture(args):
 @register_model_architecture("deepnet_lm", "deepnet_lm_tiny")
 def deepnet_lm_tiny_architecture(args):
     """64 / 128 / 2 heads, 2 layers by default (tests, debugging)."""
-    args.decoder_embed_dim = safe_getattr(args, "decoder_embed_dim", 64)
-    args.decoder_ffn_embed_dim = safe_getattr(args, "decoder_ffn_embed_dim", 128)
-    args.decoder_layers = safe_getattr(args, "decoder_layers", 2)
-    args.decoder_attention_heads = safe_getattr(args, "decoder_attention_heads", 2)
+    apply_tiny_size(args, "decoder")
     deepnet_lm_architecture(args)

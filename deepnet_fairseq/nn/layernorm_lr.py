@@ -147,13 +147,6 @@ def tag(p: torch.Tensor, lr: float = 1.0, eps: float = 1.0) -> None:
     p.optim_overrides = overrides
 
 
-def tag_model(model: torch.nn.Module, multipliers: Dict[str, Optional[float]]) -> int:
-    """Tag the LayerNorm parameters of ``model.{encoder,decoder}.layers`` with their side's
-    multiplier; returns the number of tensors tagged."""
-    return sum(tag_layers(getattr(getattr(model, side, None), "layers", None), k)
-               for side, k in multipliers.items())
-
-
 def tag_layers(layers: Optional[torch.nn.Module], k: Optional[float]) -> int:
     """Tag the LayerNorm parameters of one stack's ``layers`` with multiplier ``k`` (nothing
     when either is None); returns the number of tensors tagged. Embedding and final LayerNorms

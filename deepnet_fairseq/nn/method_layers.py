@@ -1,7 +1,7 @@
 """The compared methods' Transformer layers: each is a residual rule plus an init rule.
 
 A method is a small mixin over fairseq's own layers (``TransformerEncoderLayerBase`` /
-``TransformerDecoderLayerBase``), as DeepNorm is in ``layers.py``: it overrides the
+``TransformerDecoderLayerBase``), as DeepNorm is (``DeepNorm`` below): it overrides the
 ``residual_connection`` hook (the residual rule), re-initialises the layer's weights in its
 constructor, before fairseq wraps the layer for activation checkpointing / FSDP (the init rule),
 and where it must, swaps a sub-module (LayerNorm -> identity) or adds one through a forward hook.
@@ -592,11 +592,11 @@ class StackState(MethodLayer):
     """Base of the rules whose layers pass state to the later layers of their stack outside
     fairseq's ``x`` (DLCL's aggregation, ResiDual's dual stream): the state lives on the stack
     (``stack_built``), so a checkpointed layer would recompute it without its graph and a
-    dropped layer would break the chain. ``state_name`` names it in the errors; the stack saves
+    dropped layer would break the chain. The method's declaration names it
+    (``Method.stack_state``, which the recipes' planning reads without torch); the stack saves
     it as ``state_attr`` (a checkpoint key: keep it), built by ``new_state``, and every layer
     reaches it as ``self.stack_state``."""
 
-    state_name = "the stack's state"
     state_attr = ""
 
     @classmethod
@@ -626,17 +626,20 @@ class StackState(MethodLayer):
     @classmethod
     def validate(cls, args, method, stacks=ENCODER_DECODER):
         super().validate(args, method, stacks)
+        if not method.stack_state:  # the recipes would plan it as checkpointable
+            raise ValueError(f"method {method.name}: its layer rule {cls.__name__} passes state "
+                             f"between layers; name it in its declaration's stack_state")
         if getattr(args, "checkpoint_activations", False):
             raise ValueError(
                 f"--checkpoint-activations cannot be used with --arch {args.arch}: "
-                f"{cls.state_name} passes every layer's output to the later layers outside the "
-                f"checkpointed forward. Drop the flag (or reduce --max-tokens).")
+                f"{method.stack_state} passes every layer's output to the later layers outside "
+                f"the checkpointed forward. Drop the flag (or reduce --max-tokens).")
         for side in stacks:
             if getattr(args, f"{side}_layerdrop", 0) or getattr(args, f"{side}_layers_to_keep",
                                                                    None):
                 raise ValueError(
                     f"--{side}-layerdrop / --{side}-layers-to-keep cannot be used with --arch "
-                    f"{args.arch}: {cls.state_name} is defined over all layers.")
+                    f"{args.arch}: {method.stack_state} is defined over all layers.")
 
 
 @layer_rule
@@ -647,7 +650,6 @@ class DLCL(StackState):
     and stores y_0; each layer replaces its input by the combination and stores its output; the
     last layer returns the final combination. Not combinable with --checkpoint-activations."""
 
-    state_name = "DLCL's layer aggregation"
     state_attr = "layer_aggregation"
     new_state = LayerAggregation
 
@@ -932,7 +934,6 @@ class ResiDual(StackState):
     authors' defaults: the scale of the branch outputs on the dual stream and the weight of x
     in the output (their --*-res-input-norm-scale and --*-alpha) are 1 and not options."""
 
-    state_name = "ResiDual's dual stream"
     state_attr = "dual_stream"
     new_state = DualStream
 

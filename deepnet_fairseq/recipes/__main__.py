@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from ..processes import Interrupted
+from ..processes import EXIT, Interrupted, interrupted
 from . import pipeline
 from .spec import configfile
 from .spec.paths import paths
@@ -129,15 +129,15 @@ def _one_line_errors(what: str, work) -> int:
         return work()
     except (SettingError, Busy, NotOurs, RecordError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT["refused"]
     except OSError as err:  # a full disk, a read-only directory: one line, no traceback
         print(f"error: {describe_os_error(err)}", file=sys.stderr)
-        return 1
+        return EXIT["failed"]
     except (Interrupted, KeyboardInterrupt) as err:
         signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
         print(f"{what} stopped by {signal.Signals(signum).name}; run it again to resume",
               file=sys.stderr)
-        return 128 + signum
+        return interrupted(signum)
 
 
 if __name__ == "__main__":

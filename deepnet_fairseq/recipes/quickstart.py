@@ -38,7 +38,7 @@ from typing import Dict, Mapping
 
 from .evaluation.distinct import counted
 from .run.runlog import minutes
-from ..processes import Interrupted, signals_interrupt
+from ..processes import EXIT, Interrupted, interrupted, signal_of, signals_interrupt
 from .spec.settings import PREFIX, SettingError, Settings, from_env, home
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
@@ -119,15 +119,16 @@ def run(env: Mapping[str, str], home: str) -> Dict:
     pipeline.prepare(cfg, env=env)
     log(f"2/3 train (full log: {where['RUN_DIR']}/train.log)")
     code = pipeline.train(cfg, env=env)
-    if code >= 128:
-        raise Interrupted(code - 128)
+    if signal_of(code):
+        raise Interrupted(signal_of(code))
     if code:
-        raise QuickstartError(f"training ended {'diverged' if code == 3 else 'failed'}; see "
+        ending = "diverged" if code == EXIT["diverged"] else "failed"
+        raise QuickstartError(f"training ended {ending}; see "
                               f"{where['RUN_DIR']}/status.json and train.log")
     log(f"3/3 evaluate: fairseq-generate (beam {cfg['BEAM']}) + sacreBLEU on the test set")
     code = pipeline.evaluate(cfg, env=env)
-    if code >= 128:
-        raise Interrupted(code - 128)
+    if signal_of(code):
+        raise Interrupted(signal_of(code))
     if code:
         raise QuickstartError(f"evaluation failed; see {where['RUN_DIR']}/evaluate.log")
     result = show_result(cfg)
@@ -167,18 +168,18 @@ def main(argv=None) -> int:
             run(env, home())
     except (SettingError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT["refused"]
     except QuickstartError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return EXIT["failed"]
     except OSError as err:
         print(f"error: {describe_os_error(err)}", file=sys.stderr)
-        return 1
+        return EXIT["failed"]
     except (Interrupted, KeyboardInterrupt) as err:
         signum = err.signum if isinstance(err, Interrupted) else signal.SIGINT
         print(f"quickstart stopped by {signal.Signals(signum).name}; run it again to resume",
               file=sys.stderr)
-        return 128 + signum
+        return interrupted(signum)
     return 0
 
 

@@ -46,7 +46,6 @@ from omegaconf import II
 LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
 SIDE = {"encoder": "enc", "decoder": "dec"}
 PRIORITY = 1000  # after fairseq's own statistics in the progress output
-STATS = ("grad", "lnin", "upd")
 
 
 def layer_of(name: str) -> Optional[Tuple[str, int]]:

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from deepnet_fairseq import methods
 from support import REPO, USER_DIR, run
 
 
@@ -15,6 +16,39 @@ def test_pure_modules_import_without_torch_or_fairseq():
             "print(sorted(m for m in ('torch', 'fairseq') if m in sys.modules))")
     out = run([sys.executable, "-c", code]).stdout
     assert out.strip() == "[]"
+
+
+def test_planning_a_run_of_any_method_imports_neither_torch_nor_fairseq():
+    """The recipes' planning (layout, activation checkpointing, memory plan, commands) reads the
+    method's declaration, not its layers: torch comes in only with a machine probe (GPUs, their
+    memory: set here) and fairseq with the TRAIN_ARGS check (no TRAIN_ARGS here)."""
+    code = """
+import sys
+from deepnet_fairseq.methods import METHODS
+from deepnet_fairseq.recipes.run.commands import (evaluate_command, method_args, task_args,
+                                                 train_command)
+from deepnet_fairseq.recipes.run.layout import plan_layout
+from deepnet_fairseq.recipes.spec.settings import SettingError, resolve
+refused = []
+for name in METHODS:
+    for forced in ("auto", "1"):
+        env = {"METHOD": name, "LAYERS": "100", "DEVICE": "cuda", "CUDA_VISIBLE_DEVICES": "0",
+               "GPU_MEMORY_GB": "80", "CHECKPOINT_ACTIVATIONS": forced, "DEEPNET_WORK": "w"}
+        cfg = resolve("wmt17", env, sys.argv[1], lambda: 0)
+        try:
+            layout = plan_layout(cfg, env)
+        except SettingError:
+            refused.append(name)
+            continue
+        train_command(cfg, layout, method_args(cfg), task_args(cfg, True))
+        evaluate_command(cfg, dry_run=True)
+print(sorted(refused), sorted(m for m in ('torch', 'fairseq') if m in sys.modules))
+"""
+    out = run([sys.executable, "-c", code, REPO]).stdout
+    # refused: CHECKPOINT_ACTIVATIONS=1 with the methods whose layers pass state on (that the
+    # declarations say which: tests/unit/test_methods.py, against the layer rules)
+    refused = sorted(name for name, m in methods.METHODS.items() if m.stack_state)
+    assert refused and out.strip() == f"{refused} []"
 
 
 @pytest.mark.parametrize("how", ["user-dir", "register"])

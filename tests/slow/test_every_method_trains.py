@@ -12,11 +12,10 @@ from deepnet_fairseq import methods
 from support import USER_DIR, fairseq_train, width_args
 
 
-# the compared methods, plus the optimizer-aware form that changes the layer placement
-CLI_METHODS = ["post_ln", "pre_ln", "ds_init", "admin", "rezero", "r_fixup", "t_fixup", "dlcl",
-               "normformer", "lipschitz", "deepnet_pre_ln_adam",
-               "subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual",
-               "deepscalelm", "pre_ln_completep"]
+# every method with a layer rule of its own but DeepNet (trained by every recipe test), plus
+# the optimizer-aware form that changes the layer placement and a depth-transfer rule
+CLI_METHODS = [name for name, m in methods.METHODS.items() if m.layers and name != "deepnet"] \
+    + ["deepnet_pre_ln_adam", "pre_ln_completep"]
 # half the tiny width: 20 methods x 3 updates
 HALF_TINY = width_args(1 / 2)
 COMMON = ["--user-dir", USER_DIR, "--cpu", "--optimizer", "adam", "--lr", "1e-3",
@@ -41,7 +40,8 @@ def test_fairseq_train_three_updates(toy_data, tmp_path, name):
     assert f"{LAYER_CLASS[name]}(" in log  # fairseq-train prints the model it built
 
 
-# the encoder layer class each method builds (fairseq logs the model)
+# the encoder layer class each method builds (fairseq logs the model); a method missing here
+# fails its test
 LAYER_CLASS = {"post_ln": "StandardEncoderLayer", "pre_ln": "StandardEncoderLayer",
                "pre_ln_completep": "StandardEncoderLayer", "deepscalelm": "DeepScaleLMEncoderLayer",
                "ds_init": "DSInitEncoderLayer", "admin": "AdminEncoderLayer",

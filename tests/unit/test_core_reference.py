@@ -42,9 +42,28 @@ RESIDUAL_FORMS = {
     "mix_ln": lambda layer, i, x, g: x + g,
     "b2t": lambda layer, i, x, g: x + g,  # + the layer's input at the last sub-layer, below
 }
-# DLCL's layers are Pre-LN layers fed by the stack's aggregation: tests/unit/test_methods.py
-# checks that combination by hand. ResiDual's dual stream spans the stack: its whole stack by
-# hand is below.
+# The rules whose layer is written by hand in a test of its own: DLCL's layers are Pre-LN layers
+# fed by the stack's aggregation, ResiDual's dual stream spans the stack (its whole stack by hand
+# is below), DeepScaleLM's skip path is scaled too.
+BY_HAND_ELSEWHERE = {
+    "dlcl": "tests/unit/test_methods.py::"
+            "test_dlcl_layer_input_is_the_learned_combination_of_all_earlier_outputs",
+    "resi_dual": "tests/unit/test_core_reference.py::"
+                 "test_resi_dual_stack_equals_its_two_streams_written_by_hand",
+    "deepscalelm": "tests/unit/test_methods.py::"
+                   "test_deepscalelm_layer_is_lambda_x_plus_beta_branch_by_hand",
+}
+
+
+def test_every_layer_rule_is_checked_against_a_hand_written_layer():
+    """A method with a layer rule of its own needs its layer written by hand: a row in
+    RESIDUAL_FORMS, or a test of its own named in BY_HAND_ELSEWHERE."""
+    missing = [name for name, m in methods.METHODS.items()
+               if m.layers and name not in RESIDUAL_FORMS and name not in BY_HAND_ELSEWHERE]
+    assert missing == [], f"write these methods' layers by hand: {missing}"
+    for test in BY_HAND_ELSEWHERE.values():
+        path, name = test.split("::")
+        assert f"def {name}(" in open(os.path.join(REPO, path), encoding="utf-8").read(), test
 
 
 def _layer_norm(module, h):

@@ -14,6 +14,7 @@ import pytest
 
 from deepnet_fairseq import processes
 from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.methods import METHODS
 from deepnet_fairseq.recipes import quickstart
 from deepnet_fairseq.recipes.datasets import DATASETS
 from deepnet_fairseq.recipes.run import runlog, runner
@@ -607,20 +608,23 @@ def test_runs_differing_only_in_their_seed_share_a_table_row():
     assert settings.run_label("post_ln", []) == "post_ln"
 
 
-@pytest.mark.parametrize("method", ["dlcl", "resi_dual"])
+@pytest.mark.parametrize("method", sorted(METHODS))
 def test_methods_that_pass_state_between_layers_are_never_checkpointed(method):
-    """Their layer rules refuse --checkpoint-activations (tests/unit/test_methods.py): at a
-    depth where auto turns it on for others it stays off, and CHECKPOINT_ACTIVATIONS=1 is
-    refused before anything runs, naming the method's state."""
+    """Their layer rules refuse --checkpoint-activations (tests/unit/test_methods.py checks the
+    declarations against them): at a depth where auto turns it on for the others it stays off,
+    and CHECKPOINT_ACTIVATIONS=1 is refused before anything runs, naming the method's state."""
     _, deep, cmd = plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100", "METHOD": method})
-    assert not deep.checkpoint_activations and "--checkpoint-activations" not in cmd
-    _, other, _ = plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "100", "METHOD": "deepnet"})
-    assert other.checkpoint_activations
-    state = {"dlcl": "DLCL's layer aggregation", "resi_dual": "ResiDual's dual stream"}[method]
+    state = METHODS[method].stack_state
+    assert deep.checkpoint_activations is not bool(state)
+    assert ("--checkpoint-activations" in cmd) is not bool(state)
+    forced = {"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "6", "METHOD": method,
+              "CHECKPOINT_ACTIVATIONS": "1"}
+    if not state:
+        assert plan(forced)[1].checkpoint_activations
+        return
     with pytest.raises(SettingError, match=f"CHECKPOINT_ACTIVATIONS=1 cannot be used with "
                                            f"METHOD={method}: {state}"):
-        plan({"CUDA_VISIBLE_DEVICES": "0", "LAYERS": "6", "METHOD": method,
-              "CHECKPOINT_ACTIVATIONS": "1"})
+        plan(forced)
 
 
 @pytest.mark.parametrize("kind", ["user's own", "link", "file"])

@@ -46,19 +46,38 @@ def has_layer_norm(layer):
 # --- the registry --------------------------------------------------------------------------
 
 
-def test_registry_lists_every_compared_method_and_the_optimizer_aware_forms():
-    compared = {"post_ln", "pre_ln", "ds_init", "admin", "rezero", "r_fixup", "t_fixup",
-                "dlcl", "normformer", "lipschitz", "deepnet"}
+def test_every_declaration_is_complete_and_the_optimizer_aware_forms_are_declared():
+    """Each method has its summary, source and results-page name; one with a layer rule of its
+    own names an existing rule and has a display name of its own ("Post-LN", not post_ln)."""
+    from deepnet_fairseq.nn.method_layers import RULES
+
     forms = {f"deepnet_{form}" for form in constants.CONSTANT_FORMS if form != "paper"}
-    layer_norm_lr = {"deepnet_ln", "deepnet_adam_ln"}  # the LayerNorm lr remedy as methods
-    after_deepnet = {"subln", "peri_ln", "ln_scaling", "dyt", "mix_ln", "b2t", "resi_dual",
-                     "deepscalelm"}  # since 2022
-    depth_transfer = {"deepnet_completep", "deepnet_depth_mup", "pre_ln_completep"}
-    assert set(methods.METHODS) == (compared | forms | layer_norm_lr | after_deepnet
-                                    | depth_transfer)
+    assert forms <= set(methods.METHODS)
+    for m in methods.METHODS.values():
+        assert m.summary and m.paper and m.display, m.name
+        if m.layers is not None:
+            assert m.layers in RULES, m.name
+            assert m.display != m.name, f"{m.name}: give its Method a display name"
     assert methods.get("rezero").train_args(4, 3) == [
         "--arch", "rezero_transformer", "--encoder-layers", "4", "--decoder-layers", "3"]
-    assert all(m.summary and m.paper for m in methods.METHODS.values())
+
+
+@pytest.mark.parametrize("name", sorted(methods.METHODS))
+def test_the_declaration_says_whether_fairseq_may_checkpoint_the_method(toy_data, name):
+    """The recipes plan activation checkpointing from the declaration alone (no torch): it must
+    say what the layer rule does, which refuses --checkpoint-activations at parsing when its
+    layers pass state between them."""
+    from fairseq import options
+
+    method = methods.get(name)
+    parser = options.get_training_parser()
+    argv = [str(toy_data), "--user-dir", methods.__file__.rsplit("/", 1)[0], "--cpu",
+            *method.train_args(2, 2), "--checkpoint-activations"]
+    if method.stack_state is None:
+        options.parse_args_and_arch(parser, argv)
+    else:
+        with pytest.raises(ValueError, match=f"{method.stack_state} passes every layer"):
+            options.parse_args_and_arch(parser, argv)
 
 
 # Every compared method, and the two optimizer-aware forms with the most extreme constants (the

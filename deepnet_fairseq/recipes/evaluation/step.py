@@ -11,7 +11,7 @@ from typing import List, Mapping
 
 from ..base.console import log
 from ..data.checks import data_otherwise
-from ...processes import run_forwarding
+from ...processes import EXIT, interrupted, run_forwarding
 from ..run import runlog
 from ..run.commands import evaluate_command
 from ..run.lengths import refuse_too_long_to_evaluate
@@ -73,9 +73,9 @@ def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
     if signum:
         log(cfg, "evaluate", f"{name}: stopped by {signal.Signals(signum).name}; run evaluate.sh "
                              f"again to resume (finished directions are kept)")
-        return 128 + signum
+        return interrupted(signum)
     if code != 0:
         log(cfg, "evaluate", f"evaluation failed; see {run_dir}/evaluate.log")
-        return 1
+        return EXIT["failed"]
     log(cfg, "evaluate", f"{name}: results in {result}")
     return 0

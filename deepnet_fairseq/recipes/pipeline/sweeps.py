@@ -11,7 +11,8 @@ from ..evaluation.step import evaluate
 from ..reporting.report import main as report_main
 from ..run.commands import method_args, task_args, train_command
 from ..run.layout import plan_layout
-from ..run.runner import EXIT, status_of, train
+from ..run.runner import status_of, train
+from ...processes import EXIT, signal_of
 from ..spec.paths import paths
 from ..spec.settings import SettingError, Settings, check_run_entry, resolve, run_label, run_name
 from ...storage.directories import MARKER, Busy, NotOurs, is_ours, make_dirs
@@ -114,7 +115,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
                               "decoder_layers": int(m), "label": label, "status": "failed",
                               "reason": f"stopped before training: {err}"})
             continue
-        if code >= 128:
+        if signal_of(code):
             log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
             return code
         if code == 0:
@@ -123,7 +124,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             except (SettingError, Busy) as err:  # Busy: another process holds the run
                 log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
                 continue
-            if code >= 128:
+            if signal_of(code):
                 return code
             if code:
                 log(cfg, "sweep", f"{name}: evaluation failed (see {where['RUNS_DIR']}/{name}/"

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import List, Mapping
 
+from ... import methods
 from .layout import Layout
 from .train_args import check_train_args, train_args_of
 from ..spec.paths import paths
@@ -35,8 +36,6 @@ def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
 
 
 def method_args(cfg: Settings) -> List[str]:
-    from ... import methods
-
     try:
         return list(methods.get(cfg["METHOD"]).train_args(cfg.int("ENC_LAYERS"),
                                                           cfg.int("DEC_LAYERS")))

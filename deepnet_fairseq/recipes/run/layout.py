@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
+from ... import methods
 from ..base.machine import count_gpus, gpu_memory_gb
 from .memory import MemoryPlanError, Plan, estimate as memory_estimate, parameter_count, \
     plan as memory_plan
@@ -151,19 +152,13 @@ def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: floa
 
 def checkpointing_refused(method: str) -> Optional[str]:
     """Why the method's layers cannot be activation-checkpointed (DLCL's aggregation and
-    ResiDual's dual stream pass state between layers outside the checkpointed forward:
-    ``method_layers.StackState``), or None. Imports the layer rules (torch, fairseq), so it is
-    asked only where checkpointing could be on."""
-    from ... import methods
-    from ...nn.method_layers import RULES, StackState
-
+    ResiDual's dual stream pass state between layers outside the checkpointed forward), as its
+    declaration says (``Method.stack_state``), or None."""
     try:
-        rule = methods.get(method).layers
+        state = methods.get(method).stack_state
     except ValueError:
         return None  # an unknown method is reported where its options are built
-    if rule is None or not issubclass(RULES[rule], StackState):
-        return None
-    return f"{RULES[rule].state_name} passes each layer's output to later layers"
+    return f"{state} passes each layer's output to later layers" if state else None
 
 
 def plan_layout(cfg: Settings, env: Mapping[str, str],
@@ -218,8 +213,7 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
     layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
     forced = {"1": True, "0": False}.get(cfg["CHECKPOINT_ACTIVATIONS"])
-    if forced is not False and (forced or device == "cuda"
-                                or layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")):
+    if forced is not False:
         refusal = checkpointing_refused(cfg["METHOD"])
         if refusal and forced:
             raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="

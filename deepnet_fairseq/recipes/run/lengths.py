@@ -24,7 +24,6 @@ task (``translation_multi_simple_epoch``) prepends a language token to the sourc
 ``--lang-tok-replacing-bos-eos``; ``--truncate-source`` cuts the source to its positions.
 """
 
-import logging
 import math
 import os
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from ...storage.records import read_record
 from ..spec.settings import SettingError, Settings
 from ...storage.fileio import RecordError
 from .commands import evaluate_command
+from .train_args import parse_as_fairseq
 from ..spec.paths import paths
 
 VALID, TEST = "valid", "test"
@@ -52,30 +52,12 @@ class Limits:
     truncate_source: bool
 
 
-def _parse(parser, argv: Sequence[str]):
-    """fairseq's namespace for ARGV as the step's own CLI would parse it (the architecture's,
-    task's and plugin's options and defaults: ``--max-source-positions`` may come from any)."""
-    from fairseq import options
-
-    from ... import register
-
-    register()  # the plugin's architectures, as --user-dir adds them
-    utils_log = logging.getLogger("fairseq.utils")  # "--user-dir=... already imported"
-    level = utils_log.level
-    utils_log.setLevel(logging.WARNING)
-    try:
-        args, _ = options.parse_args_and_arch(parser, list(argv), parse_known=True)
-    finally:
-        utils_log.setLevel(level)
-    return args
-
-
 def train_args(command: Sequence[str], bin_dir: str):
     """fairseq-train's namespace of a training COMMAND (any launcher: its arguments start at
     the data directory)."""
     from fairseq import options
 
-    return _parse(options.get_training_parser(), command[list(command).index(bin_dir):])
+    return parse_as_fairseq(options.get_training_parser(), command[list(command).index(bin_dir):])
 
 
 def model_positions(args) -> Tuple[int, int]:
@@ -141,7 +123,7 @@ def test_limits(generate_argv: Sequence[str], trained) -> Limits:
     from fairseq import options
 
     return _limits(TEST, "evaluation's fairseq-generate",
-                   _parse(options.get_generation_parser(), generate_argv),
+                   parse_as_fairseq(options.get_generation_parser(), generate_argv),
                    model_positions(trained))
 
 

@@ -29,7 +29,7 @@ from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
 from ...fairseq_log import HEADER, classify, one_line, vocab_size
-from ...processes import run_forwarding
+from ...processes import EXIT, interrupted, run_forwarding
 from ..base.console import log
 from ..base.machine import cores, machine_memory_gb
 from . import runlog
@@ -46,7 +46,6 @@ from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, 
                                overwrite_in_place, refuse_links_within, remove_file)
 from ...storage.directories import LOCK, MARKER, RunLock, is_ours, make_dirs
 
-EXIT = {"ok": 0, "failed": 1, "diverged": 3}
 PROGRESS_EVERY_S = runlog.PROGRESS_EVERY_S  # a training's progress line this often
 
 
@@ -344,7 +343,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     if not layout.is_rank0:
         log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
                           "the status")
-        return 128 + signum if signum else (0 if code == 0 else EXIT["failed"])
+        return interrupted(signum) if signum else (0 if code == 0 else EXIT["failed"])
     with open(attempt_log, encoding="utf-8", errors="replace") as handle:
         result = watch.stopped if watch.stopped and not signum else classify(
             handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
@@ -354,7 +353,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} "
                       f"(see {run_dir}/status.json, {train_log})")
-    return 128 + signum if state == "interrupted" else EXIT[state]
+    return interrupted(signum) if state == "interrupted" else EXIT[state]
 
 
 def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,

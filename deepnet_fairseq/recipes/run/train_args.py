@@ -116,26 +116,33 @@ def _quiet(parser):
     return parser
 
 
-def fairseq_train_parser(argv: List[str]):
-    """fairseq-train's own parser for the command line ARGV, built as fairseq builds it (the
-    architecture's, task's, optimizer's and other chosen components' options added), so that
-    it knows every option and alias fairseq-train would accept there."""
+def parse_as_fairseq(parser, argv: List[str]):
+    """fairseq's namespace for ARGV as its own CLI parses it with PARSER, which gains the
+    architecture's, task's, optimizer's and other chosen components' options and defaults;
+    the plugin registered first, as fairseq's --user-dir registers it."""
     import logging
 
     from fairseq import options
 
     from ... import register
 
-    register()  # the plugin's architectures and options, as fairseq-train's --user-dir adds them
-
+    register()
     utils_log = logging.getLogger("fairseq.utils")  # "--user-dir=... already imported"
     level = utils_log.level
     utils_log.setLevel(logging.WARNING)
     try:
-        parser = _quiet(options.get_training_parser())
-        options.parse_args_and_arch(parser, argv, parse_known=True)
+        return options.parse_args_and_arch(parser, list(argv), parse_known=True)[0]
     finally:
         utils_log.setLevel(level)
+
+
+def fairseq_train_parser(argv: List[str]):
+    """fairseq-train's own parser for the command line ARGV, built as fairseq builds it, so that
+    it knows every option and alias fairseq-train would accept there."""
+    from fairseq import options
+
+    parser = _quiet(options.get_training_parser())
+    parse_as_fairseq(parser, argv)
     return parser
 
 
