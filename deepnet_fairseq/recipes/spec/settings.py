@@ -281,10 +281,28 @@ SETTINGS: Dict[str, Setting] = {
                        "name, the data's, the machine's or the sweep's own)", scope="sweep"),
 }
 
-GROUPS = (("what to run, where", "SIZE"), ("data", "SOURCE"), ("the run", "METHOD"),
-          ("model width", "EMBED_DIM"), ("optimisation", "LR"), ("machine", "MAX_TOKENS"),
-          ("processes", "NPROC"), ("evaluation", "BEAM"), ("sweeps", "METHODS"))
-"""The headings of ``help_text``, each with the first setting under it (SETTINGS' order)."""
+GROUPS = (("what to run, where", "where", "SIZE"), ("data", "data", "SOURCE"),
+          ("the run", "run", "METHOD"), ("model width", "model", "EMBED_DIM"),
+          ("optimisation", "optim", "LR"), ("machine", "machine", "MAX_TOKENS"),
+          ("processes", "processes", "NPROC"), ("evaluation", "eval", "BEAM"),
+          ("sweeps", "sweep", "METHODS"))
+"""The sections of the settings, in SETTINGS' order: each one's heading in ``help_text``, its
+attribute on the resolved settings (``cfg.optim``) and the first setting in it."""
+
+
+def _sections() -> Dict[str, Tuple[str, ...]]:
+    """{section attribute: its settings}, cut from SETTINGS' order at each group's first."""
+    firsts = {first: section for _, section, first in GROUPS}
+    sections: Dict[str, List[str]] = {}
+    current = firsts[next(iter(SETTINGS))]  # the first setting opens the first group
+    for name in SETTINGS:
+        current = firsts.get(name, current)
+        sections.setdefault(current, []).append(name)
+    return {section: tuple(names) for section, names in sections.items()}
+
+
+SECTIONS = _sections()
+SECTION_OF = {name: section for section, names in SECTIONS.items() for name in names}
 
 
 def help_text(width: int = 100) -> str:
@@ -300,7 +318,7 @@ def help_text(width: int = 100) -> str:
                                    initial_indent=f"   {dataset.name:<{column}}",
                                    subsequent_indent=" " * (3 + column)))
     names = list(SETTINGS)
-    starts = {first: heading for heading, first in GROUPS}
+    starts = {first: heading for heading, _, first in GROUPS}
     shown = {name: (PREFIX if SETTINGS[name].prefix_only else "") + name for name in names}
     lines += textwrap.wrap(f"Settings ({PREFIX}<NAME> or <NAME> in the environment; [default]; "
                            "the presets' values: --dry-run, docs/presets.md):", width)
@@ -375,7 +393,8 @@ def recorded_value(values: Mapping[str, str], name: str):
 
 @dataclass
 class Settings:
-    """Resolved settings: validated string values and where each came from."""
+    """Resolved settings: validated string values and where each came from, read as typed
+    attributes by section (``cfg.optim.lr``, ``cfg.text.optim.lr``: ``Section``)."""
     dataset: str
     repo: str
     values: Dict[str, str] = field(default_factory=dict)
@@ -458,6 +477,73 @@ class Settings:
         lines = [f"  {name:<{width}} = {' '.join(self.values[name].split()):<28} "
                  f"({self.sources[name]})" for name in sorted(self.values)]
         return "\n".join(lines + [f"  note: {note}" for note in self.notes])
+
+
+class Section:
+    """One section of resolved settings as attributes, one per setting (its name in lower
+    case), generated from the declarations: ``cfg.optim.lr`` is LR as its kind reads it (a
+    float; ``typed``), ``cfg.text.optim.lr`` its text as resolved (what command lines and
+    records carry, written as it was given: 1e-7 stays 1e-7). Reading a setting that is unset
+    raises the ``SettingError`` that names it; nothing can be assigned."""
+    __slots__ = ("_settings", "_typed")
+
+    def __init__(self, settings: "Settings", as_typed: bool):
+        object.__setattr__(self, "_settings", settings)
+        object.__setattr__(self, "_typed", as_typed)
+
+    def __setattr__(self, attr, value):
+        raise AttributeError(f"settings are read-only: {type(self).__name__}.{attr}")
+
+    def __repr__(self) -> str:
+        shown = {name.lower(): self._settings.values[name] for name in self.NAMES
+                 if name in self._settings.values}
+        return f"{type(self).__name__}({shown})"
+
+
+def _reader(name: str) -> property:
+    def read(section: Section):
+        text = section._settings[name]  # SettingError when unset, naming it
+        return typed(name, text) if section._typed else text
+    read.__doc__ = f"{name}: {SETTINGS[name].help} (kind {SETTINGS[name].kind})"
+    return property(read)
+
+
+SECTION_TYPES = {
+    section: type(f"{section.capitalize()}Settings", (Section,),
+                  {"__slots__": (), "NAMES": names,
+                   **{name.lower(): _reader(name) for name in names}})
+    for section, names in SECTIONS.items()}
+"""{section: its class}: a property per setting, so that ``dir()``, help() and a misspelt
+name (AttributeError) say what a section holds."""
+
+
+class TextView:
+    """The resolved settings' text, by section: ``cfg.text.optim.lr == "0.002"``."""
+    __slots__ = ("_settings",)
+
+    def __init__(self, settings: "Settings"):
+        object.__setattr__(self, "_settings", settings)
+
+    def __getattr__(self, section: str) -> Section:
+        if section not in SECTION_TYPES:
+            raise AttributeError(f"no section {section!r} of the settings: "
+                                 f"{', '.join(SECTION_TYPES)}")
+        return SECTION_TYPES[section](self._settings, False)
+
+    def __setattr__(self, attr, value):
+        raise AttributeError("settings are read-only")
+
+
+def _add_sections(cls):
+    """Give the resolved settings a typed view of each section (``cfg.optim``) and the
+    text view (``cfg.text``)."""
+    for section, section_type in SECTION_TYPES.items():
+        setattr(cls, section, property(lambda self, kind=section_type: kind(self, True),
+                                       doc=f"the {section} settings, typed"))
+    cls.text = property(TextView, doc="the settings' text as resolved, by section")
+
+
+_add_sections(Settings)
 
 
 # kinds whose value is a list: line ends and tabs separate its items (RUNS, TRAIN_ARGS and
