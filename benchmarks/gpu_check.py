@@ -494,7 +494,7 @@ class Checks:
 
         def body(case):
             cfg = resolve(DATASET, env, REPO)
-            where, pair = paths(cfg), f"{cfg['SRC']}-{cfg['TGT']}"
+            where, pair = paths(cfg), f"{cfg.text.data.src}-{cfg.text.data.tgt}"
             code = pipeline.evaluate(cfg, env=env)
             stop_if_interrupted(code)
             output = os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt")
@@ -508,7 +508,7 @@ class Checks:
                 with open(log, encoding="utf-8") as handle:
                     text = handle.read()
                 write_atomically(os.path.join(case, "evaluate.log"), text)
-            with open(os.path.join(where["RAW"], f"test.{pair}.{cfg['TGT']}"),
+            with open(os.path.join(where["RAW"], f"test.{pair}.{cfg.text.data.tgt}"),
                       encoding="utf-8") as handle:
                 refs = handle.read().splitlines()
             return judge_generation(code, text, hypotheses(output) if code == 0 else [], refs)

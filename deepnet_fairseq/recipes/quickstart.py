@@ -88,18 +88,18 @@ def show_result(cfg: Settings) -> Dict:
     from .evaluation.score import hypotheses
 
     where = paths(cfg)
-    pair = f"{cfg['SRC']}-{cfg['TGT']}"
+    pair = f"{cfg.text.data.src}-{cfg.text.data.tgt}"
     result = read_record(os.path.join(where["RUN_DIR"], "eval", "eval.json"),
                          "eval")["directions"][pair]
     hyps = hypotheses(os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt"))
     sides = []
-    for lang in (cfg["SRC"], cfg["TGT"]):
+    for lang in (cfg.text.data.src, cfg.text.data.tgt):
         with open(os.path.join(where["RAW"], f"test.{pair}.{lang}"), encoding="utf-8") as f:
             # at most three: TEST_LINES may keep fewer (next() ran past the end after the run)
             sides.append([line.rstrip("\n") for line in itertools.islice(f, 3)])
     print("\nThree test sentences (source / reference / this model):", flush=True)
     for source, ref, hyp in zip(*sides, hyps):
-        print(f"  {cfg['SRC'].upper():4} {source}\n  REF  {ref}\n  OURS {hyp}\n", flush=True)
+        print(f"  {cfg.text.data.src.upper():4} {source}\n  REF  {ref}\n  OURS {hyp}\n", flush=True)
     return result
 
 
@@ -110,11 +110,11 @@ def run(env: Mapping[str, str], home: str) -> Dict:
 
     cfg = resolve(DATASET, env, home)
     where = paths(cfg)
-    size = cfg["SIZE"]
+    size = cfg.text.where.size
     start = time.time()
-    log(f"SIZE={size} DEVICE={cfg['DEVICE']}: the {DATASET} recipe, {cfg['METHOD']} "
-        f"{cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L, {cfg['EMBED_DIM']} wide, "
-        f"{cfg['MAX_UPDATE']} updates; output in {where['WORK']}")
+    log(f"SIZE={size} DEVICE={cfg.text.where.device}: the {DATASET} recipe, {cfg.text.run.method} "
+        f"{cfg.text.run.enc_layers}L-{cfg.text.run.dec_layers}L, {cfg.text.model.embed_dim} wide, "
+        f"{cfg.text.optim.max_update} updates; output in {where['WORK']}")
     log("1/3 prepare: text, sentencepiece, fairseq-preprocess")
     pipeline.prepare(cfg, env=env)
     log(f"2/3 train (full log: {where['RUN_DIR']}/train.log)")
@@ -125,7 +125,7 @@ def run(env: Mapping[str, str], home: str) -> Dict:
         ending = "diverged" if code == EXIT["diverged"] else "failed"
         raise QuickstartError(f"training ended {ending}; see "
                               f"{where['RUN_DIR']}/status.json and train.log")
-    log(f"3/3 evaluate: fairseq-generate (beam {cfg['BEAM']}) + sacreBLEU on the test set")
+    log(f"3/3 evaluate: fairseq-generate (beam {cfg.text.eval.beam}) + sacreBLEU on the test set")
     code = pipeline.evaluate(cfg, env=env)
     if signal_of(code):
         raise Interrupted(signal_of(code))

@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from deepnet_fairseq.recipes.spec.settings import SETTINGS, resolve
+from deepnet_fairseq.recipes.spec.settings import (GROUPS, SECTIONS, SETTINGS,
+                                                    SettingError, resolve)
 from support import REPO
 
 ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints",
@@ -41,11 +42,16 @@ def setting_name(node):
 
 
 def subscripted_setting(node):
-    """X of an expression ``something["X"]`` where X is a declared setting of a typed kind."""
+    """X of an expression ``something["X"]`` or ``something.text.SECTION.x`` (its text) where
+    X is a declared setting of a typed kind."""
+    name = None
     if isinstance(node, ast.Subscript):
         name = setting_name(node.slice)
-        if name and SETTINGS[name].kind in TYPED_KINDS:
-            return name
+    elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+          and isinstance(node.value.value, ast.Attribute) and node.value.value.attr == "text"):
+        name = node.attr.upper() if node.attr.upper() in SETTINGS else None
+    if name and SETTINGS[name].kind in TYPED_KINDS:
+        return name
     return None
 
 
@@ -79,17 +85,19 @@ def test_every_typed_read_in_the_source_matches_the_declaration():
                   if SETTINGS[name].kind != ACCESSORS[accessor]]
         if not path.startswith(DECLARATIONS):
             conversions += [f"{path}: {text}" for text in converted]
-    assert reads > 30  # the scan sees the package's reads
+    # the accessors remain for names computed in a loop (each split's *_LINES); the rest read
+    # cfg.SECTION.name (test_every_section_read_names_a_setting_of_that_section)
     assert not wrong, "\n".join(wrong)
     assert not conversions, "convert through the typed accessors:\n" + "\n".join(conversions)
 
 
 def test_the_scan_sees_a_mismatch_and_a_conversion():
     tree = ast.parse('cfg.int("LR")\nint(cfg["LAYERS"])\ncfg["RETRY"] == "1"\n'
-                     'cfg["METHODS"].split()\ncfg.float("LR")\n')
+                     'cfg["METHODS"].split()\ncfg.float("LR")\nint(cfg.text.run.seed)\n'
+                     'cfg.text.sweep.methods.split()\ncfg.text.run.retry == "0"\n')
     reads, conversions = typed_reads_and_conversions(tree)
     assert ("int", "LR") in reads and SETTINGS["LR"].kind != "int"
-    assert len(conversions) == 3
+    assert len(conversions) == 6
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +160,126 @@ def test_no_module_reads_a_setting_from_the_environment_but_the_resolver():
 def test_the_environment_scan_sees_a_direct_read():
     tree = ast.parse('os.environ.get("SIZE", "x")\nenv["DEEPNET_VOCAB"]\nenv.get("HOME")\n')
     assert environment_reads(tree) == ["SIZE", "DEEPNET_VOCAB"]
+
+
+# ---- the typed sections: cfg.optim.lr, cfg.text.optim.lr, cfg.optional.sweep.runs ----------
+
+SETTINGS_VARIABLES = {"cfg", "run_cfg"}  # what the package calls resolved settings
+
+
+def section_reads(tree):
+    """(section, attribute) of every ``cfg.SECTION.attr``, ``cfg.text.SECTION.attr`` and
+    ``cfg.optional.SECTION.attr`` read, and every string-keyed read of a setting by a constant
+    name (``cfg["LR"]``, ``cfg.int("LR")``, ``cfg.get("LR")``) on resolved settings."""
+    def is_settings(node):
+        return (isinstance(node, ast.Name) and node.id in SETTINGS_VARIABLES) or (
+            isinstance(node, ast.Attribute) and node.attr == "cfg")
+
+    reads, keyed = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            holder = node.value.value
+            if isinstance(holder, ast.Attribute) and holder.attr in ("text", "optional"):
+                holder = holder.value
+            if is_settings(holder) and node.value.attr in SECTIONS:
+                reads.append((node.value.attr, node.attr))
+        if isinstance(node, ast.Subscript) and is_settings(node.value) and \
+                setting_name(node.slice):
+            keyed.append(f'["{node.slice.value}"]')
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                is_settings(node.func.value) and node.args and setting_name(node.args[0]):
+            keyed.append(f'.{node.func.attr}("{node.args[0].value}")')
+    return reads, keyed
+
+
+def test_every_section_read_names_a_setting_of_that_section():
+    """A misspelt or moved name (``cfg.optim.lrr``, ``cfg.run.lr``) fails here, also on a path
+    no test takes, not at run time."""
+    reads, wrong = 0, []
+    for path, tree in sources():
+        found, _ = section_reads(tree)
+        reads += len(found)
+        wrong += [f"{path}: {section}.{attr}" for section, attr in found
+                  if attr.upper() not in SECTIONS[section]]
+    assert reads > 150  # the scan sees the package's reads
+    assert not wrong, "reads of no setting of their section:\n" + "\n".join(wrong)
+
+
+def test_settings_are_read_by_attribute_outside_their_declaring_module():
+    """Outside ``spec/settings.py`` no resolved setting is read by a constant string key: the
+    ones read by a name computed in a loop (each split's LOCAL_* and *_LINES, the settings a
+    config file saves) are the only string-keyed reads left."""
+    keyed = []
+    for path, tree in sources():
+        if not path.endswith(os.path.join("spec", "settings.py")):
+            keyed += [f"{path}: {read}" for read in section_reads(tree)[1]]
+    assert not keyed, "read as cfg.SECTION.name instead:\n" + "\n".join(keyed)
+
+
+def test_the_section_scan_sees_a_wrong_name_and_a_keyed_read():
+    reads, keyed = section_reads(ast.parse(
+        'cfg.optim.lrr\ncfg.text.run.lr\nrun_cfg.optional.sweep.runs\ncfg["LR"]\n'
+        'self.cfg.int("SEED")\ncfg.get("RUNS")\ncfg[name]\n'))
+    assert sorted(reads) == [("optim", "lrr"), ("run", "lr"), ("sweep", "runs")]
+    assert sorted(keyed) == sorted(['["LR"]', '.int("SEED")', '.get("RUNS")'])
+
+
+# the Python type a value of each kind reads as, written out here (not taken from ``typed``)
+TYPE_OF_KIND = {"int": int, "float": float, "0|1": bool, "words": tuple, "ints": tuple,
+                "text": str, "path": str, "betas": str}
+
+
+def test_the_sections_cut_every_setting_once_in_the_help_order():
+    names = [name for section in SECTIONS.values() for name in section]
+    assert names == list(SETTINGS)
+    assert list(SECTIONS) == [section for _, section, _ in GROUPS]
+    assert SECTIONS["optim"][0] == "LR" and SECTIONS["sweep"] == ("METHODS", "DEPTHS", "RUNS")
+
+
+def test_each_attribute_reads_as_its_kind_and_its_text_as_resolved(cfg):
+    for section, names in SECTIONS.items():
+        typed_view, text_view = getattr(cfg, section), getattr(cfg.text, section)
+        for name in names:
+            if name not in cfg:
+                with pytest.raises(SettingError, match=name):
+                    getattr(typed_view, name.lower())
+                assert getattr(getattr(cfg.optional, section), name.lower()) is None
+                continue
+            value, text = getattr(typed_view, name.lower()), getattr(text_view, name.lower())
+            assert text == cfg.values[name]
+            kind = SETTINGS[name].kind
+            expected = TYPE_OF_KIND.get(kind, int if text != "auto" and kind == "int|auto"
+                                        else str)
+            assert isinstance(value, expected), (name, kind, value)
+    assert cfg.optim.lr == float(cfg.values["LR"]) and cfg.sweep.depths == (2, 6)
+    assert cfg.text.sweep.depths == "2 06"  # the text as given
+
+
+def test_sections_are_read_only_and_say_what_they_hold(cfg):
+    with pytest.raises(AttributeError, match="read-only"):
+        cfg.optim.lr = 1.0
+    with pytest.raises(AttributeError):
+        cfg.optim.lrr
+    with pytest.raises(AttributeError, match="no section"):
+        cfg.text.optimisation
+    assert "lr" in dir(cfg.optim) and "warmup_init_lr" in dir(cfg.text.optim)
+
+
+def test_the_python_example_of_docs_running_md_runs_as_it_says(tmp_path, monkeypatch, capsys):
+    """docs/running.md's example of the API and the typed settings, run as written (its dry
+    run prints the training command), its values as its comments say."""
+    import re
+
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    block = re.search(r"```python\n(import os\nfrom deepnet_fairseq.recipes import pipeline\n"
+                      r".*?)```", text, re.S).group(1)
+    monkeypatch.setenv("DEEPNET_WORK", str(tmp_path / "work"))
+    for name in ("DEEPNET_SIZE", "SIZE", "TRAIN_ARGS", "DEEPNET_TRAIN_ARGS", "LR", "DEEPNET_LR"):
+        monkeypatch.delenv(name, raising=False)
+    namespace = {}
+    exec(compile(block, "docs/running.md", "exec"), namespace)
+    cfg = namespace["cfg"]
+    assert (cfg.optim.lr, cfg.run.enc_layers, cfg.sweep.depths) == (0.002, 6, (1, 2))
+    assert cfg.text.optim.warmup_init_lr == "1e-7" and cfg.optional.optim.train_args is None
+    assert "fairseq-train" in capsys.readouterr().out

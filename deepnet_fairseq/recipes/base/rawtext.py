@@ -243,16 +243,16 @@ def local_pair(cfg, src: str, tgt: str, out: str) -> None:
 def check_inputs(cfg) -> None:
     """The local text the raw-text step will read is there (SOURCE=local), or PrepareError:
     prepare calls this before it creates anything, so that a missing input leaves nothing."""
-    if cfg["SOURCE"] != "local":
+    if cfg.text.data.source != "local":
         return
     if cfg.declaration.multilingual:  # per pair in LOCAL_DIR (opus100.raw_text)
         local_dir(cfg)
     else:
-        local_files(cfg, cfg["SRC"], cfg["TGT"])
+        local_files(cfg, cfg.text.data.src, cfg.text.data.tgt)
 
 
 def local_dir(cfg) -> str:
-    directory = cfg.get("LOCAL_DIR")
+    directory = cfg.optional.data.local_dir
     if not directory or not os.path.isdir(directory):
         raise PrepareError(f"SOURCE=local needs LOCAL_DIR, a directory of text files (now: "
                            f"{directory or 'unset'}), or TRAIN_TEXT, VALID_TEXT and TEST_TEXT, "
@@ -282,8 +282,8 @@ def one_pair(download=None):
     SOURCE=download through DOWNLOAD(cfg, src, tgt, out, say), the dataset's own; otherwise
     the local text (SOURCE=local, or the shipped Multi30k)."""
     def raw_text(cfg, out: str, say) -> List[str]:
-        src, tgt = cfg["SRC"], cfg["TGT"]
-        if cfg["SOURCE"] == "download":
+        src, tgt = cfg.text.data.src, cfg.text.data.tgt
+        if cfg.text.data.source == "download":
             download(cfg, src, tgt, out, say)
         else:
             local_pair(cfg, src, tgt, out)

@@ -60,7 +60,7 @@ def binarise(cfg: Settings, src: str, tgt: str, dest: str, *options: str) -> Non
     its output in preprocess.log; a signal reaches fairseq-preprocess and its workers, and
     stops this step."""
     data = paths(cfg)["DATA_DIR"]
-    command = preprocess_command(cfg, src, tgt, dest, cfg.int("WORKERS"), *options)
+    command = preprocess_command(cfg, src, tgt, dest, cfg.data.workers, *options)
     code, signum = run_forwarding(command, os.environ, [os.path.join(data, "preprocess.log")])
     if signum:
         raise Interrupted(signum)
@@ -78,7 +78,7 @@ def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, s
     as it ends; its output goes to TMP/PAIR.log, then to DATA_DIR/preprocess.log. A signal
     stops every run (the .part directories are left for the next run to replace)."""
     data = paths(cfg)["DATA_DIR"]
-    workers = cfg.int("WORKERS")
+    workers = cfg.data.workers
     at_once = min(workers, len(pairs))
     commands, logs, parts = [], [], []
     for pair in pairs:
@@ -263,8 +263,8 @@ def _prepare_steps(cfg: Settings, where: dict, say) -> int:
                            for split in SPLITS)
         say(f"raw text {pair}: {counts} pairs")
     try:
-        prepare_text(data, pairs, cfg.int("VOCAB"), cfg.int("SPM_SENTENCES"), cfg.int("MAX_LEN"),
-                     cfg.float("LEN_RATIO"), cfg["ENCODING"], stage, cfg.int("WORKERS"))
+        prepare_text(data, pairs, cfg.data.vocab, cfg.data.spm_sentences, cfg.data.max_len,
+                     cfg.data.len_ratio, cfg.text.data.encoding, stage, cfg.data.workers)
     except (ValueError, RuntimeError) as err:  # bad text, a vocabulary the corpus cannot carry
         raise PrepareError(str(err)) from None
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):

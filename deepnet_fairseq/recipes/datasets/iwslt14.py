@@ -20,11 +20,12 @@ _SEG = re.compile(rb'<seg id="[0-9]*">\s*(.*?)\s*</seg>')
 
 def download(cfg, src: str, tgt: str, out: str, say) -> None:
     pair = f"{src}-{tgt}"
-    archive = fetch(cfg["IWSLT_URL"], os.path.join(cfg["DOWNLOAD_DIR"], "de-en.tgz"), say)
-    unpacked = extract(archive, os.path.join(cfg["DOWNLOAD_DIR"], "de-en"), say)
+    archive = fetch(cfg.text.data.iwslt_url,
+                    os.path.join(cfg.text.data.download_dir, "de-en.tgz"), say)
+    unpacked = extract(archive, os.path.join(cfg.text.data.download_dir, "de-en"), say)
     found = sorted(glob.glob(os.path.join(unpacked, "**", "train.tags.de-en.de"), recursive=True))
     if not found:
-        raise PrepareError(f"train.tags.de-en.de not in {cfg['IWSLT_URL']}")
+        raise PrepareError(f"train.tags.de-en.de not in {cfg.text.data.iwslt_url}")
     directory = os.path.dirname(found[0])
     limits = {split: limit for split, _, limit in split_limits(cfg)}
     for lang in (src, tgt):

@@ -12,7 +12,7 @@ from ..base.rawtext import (LocalText, PrepareError, copy_local, extract, fetch,
 
 
 def languages(cfg, supervised: Optional[str]) -> List[str]:
-    langs = list(cfg.words("LANGS"))
+    langs = list(cfg.data.langs)
     if langs == ["all"]:
         if supervised is None:
             raise PrepareError("SOURCE=local needs LANGS, the languages to take from LOCAL_DIR")
@@ -28,10 +28,10 @@ def languages(cfg, supervised: Optional[str]) -> List[str]:
 def raw_text(cfg, out: str, say) -> List[str]:
     """Every pair X-en of LANGS into OUT, from the release (SOURCE=download) or LOCAL_DIR."""
     supervised = None
-    if cfg["SOURCE"] == "download":
-        archive = fetch(cfg["OPUS_URL"], os.path.join(cfg["DOWNLOAD_DIR"],
+    if cfg.text.data.source == "download":
+        archive = fetch(cfg.text.data.opus_url, os.path.join(cfg.text.data.download_dir,
                                                       "opus-100-corpus-v1.0.tar.gz"), say)
-        unpacked = extract(archive, os.path.join(cfg["DOWNLOAD_DIR"], "opus-100"), say)
+        unpacked = extract(archive, os.path.join(cfg.text.data.download_dir, "opus-100"), say)
         found = sorted(glob.glob(os.path.join(unpacked, "**", "supervised"), recursive=True))
         if not found:
             raise PrepareError(f"no supervised/ directory in {archive}")

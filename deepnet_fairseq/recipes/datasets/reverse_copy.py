@@ -32,7 +32,7 @@ def sentences(split: str, seed: int = 0):
 
 
 def raw_text(cfg, out: str, say):
-    src, tgt = cfg["SRC"], cfg["TGT"]
+    src, tgt = cfg.text.data.src, cfg.text.data.tgt
     if src == tgt:
         raise PrepareError(f"SRC and TGT are both {src!r}: the reverse-copy task needs two "
                            "names for its two sides")

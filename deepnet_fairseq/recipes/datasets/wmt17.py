@@ -37,7 +37,7 @@ def sacrebleu_side(test_set: str, pair: str, side: str) -> List[bytes]:
 
 def download(cfg, src: str, tgt: str, out: str, say) -> None:
     pair = f"{src}-{tgt}"
-    downloads = cfg["DOWNLOAD_DIR"]
+    downloads = cfg.text.data.download_dir
     for url in ARCHIVES:
         archive = fetch(url, os.path.join(downloads, os.path.basename(url)), say)
         extract(archive, archive[:-len(".tgz")], say)

@@ -26,7 +26,7 @@ from .evaluate import up_to_date
 
 def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
+    run_dir, name = where["RUN_DIR"], cfg.text.run.run_name
     command = evaluate_command(cfg, dry_run=dry_run)
     if dry_run:
         print(shlex.join(command))
@@ -48,7 +48,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
 def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
                      lock: RunLock) -> int:
     """``evaluate`` of a run whose directory this process holds."""
-    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
+    run_dir, name = paths(cfg)["RUN_DIR"], cfg.text.run.run_name
     result = os.path.join(run_dir, "eval", "eval.json")
     if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
         log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "
@@ -57,8 +57,9 @@ def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
     write_record(os.path.join(run_dir, "evaluate.config.json"), "evaluate-config",
                  {"step": "evaluate", "dataset": cfg.dataset, "settings": cfg.as_json(),
                   "command": command})
-    log(cfg, "evaluate", f"{name}: average the last {cfg['AVERAGE_LAST']} checkpoints, decode "
-                         f"(beam {cfg['BEAM']}, lenpen {cfg['LENPEN']}), score")
+    log(cfg, "evaluate", f"{name}: average the last {cfg.text.optim.average_last} checkpoints, "
+                         f"decode "
+                         f"(beam {cfg.text.eval.beam}, lenpen {cfg.text.eval.lenpen}), score")
     evaluate_log = os.path.join(run_dir, "evaluate.log")
     open_no_follow(evaluate_log, "w").close()
 

@@ -36,12 +36,12 @@ def results_dir(dataset: str, where: Mapping[str, str]) -> str:
 def sweep_specs(cfg: Settings) -> List[Tuple[str, str, str, List[str]]]:
     """(method, encoder layers, decoder layers, KEY=VALUE overrides) of every run, each checked
     as a ``RUNS`` entry is (a known method, depths of at least 1), whichever way it was given."""
-    if cfg.get("RUNS"):
-        return [check_run_entry(entry) for entry in cfg["RUNS"].split()]
+    if cfg.optional.sweep.runs:
+        return [check_run_entry(entry) for entry in cfg.text.sweep.runs.split()]
     origin = (f"METHODS (from {cfg.sources.get('METHODS')}) x DEPTHS (from "
               f"{cfg.sources.get('DEPTHS')})")
     return [check_run_entry(f"{method}:{n}:{n}", f"{origin}: {method} x {n}")
-            for method in cfg.words("METHODS") for n in cfg.ints("DEPTHS")]
+            for method in cfg.sweep.methods for n in cfg.sweep.depths]
 
 
 def _run_spec(cfg: Settings, env: Mapping[str, str], method: str, n: str, m: str,
@@ -49,7 +49,7 @@ def _run_spec(cfg: Settings, env: Mapping[str, str], method: str, n: str, m: str
     """One run's settings, resolved from the sweep's inputs with its entry on top (each value
     recorded as coming from that entry), and its training command built as a dry run, so that
     what the command refuses (a TRAIN_ARGS option the recipe sets) is refused here."""
-    source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.get("RUNS")
+    source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.optional.sweep.runs
               else f"sweep METHODS x DEPTHS {method} x {n}")
     run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
            "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,

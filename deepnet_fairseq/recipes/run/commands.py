@@ -31,16 +31,18 @@ def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
                 "--langs", _bin_list(cfg, "langs.txt", dry_run),
                 "--lang-pairs", _bin_list(cfg, "lang_pairs.txt", dry_run),
                 "--encoder-langtok", "src", "--decoder-langtok",
-                "--sampling-method", "temperature", "--sampling-temperature", cfg["TEMPERATURE"]]
-    return ["--task", "translation", "--source-lang", cfg["SRC"], "--target-lang", cfg["TGT"]]
+                "--sampling-method", "temperature",
+                "--sampling-temperature", cfg.text.run.temperature]
+    return ["--task", "translation", "--source-lang", cfg.text.data.src,
+            "--target-lang", cfg.text.data.tgt]
 
 
 def method_args(cfg: Settings) -> List[str]:
     try:
-        return list(methods.get(cfg["METHOD"]).train_args(cfg.int("ENC_LAYERS"),
-                                                          cfg.int("DEC_LAYERS")))
+        return list(methods.get(cfg.text.run.method).train_args(cfg.run.enc_layers,
+                                                          cfg.run.dec_layers))
     except ValueError as err:
-        raise SettingError(f"METHOD={cfg['METHOD']}: {err}") from None
+        raise SettingError(f"METHOD={cfg.text.run.method}: {err}") from None
 
 
 # need the optimizer to step each tensor (nn/layernorm_lr.py)
@@ -61,11 +63,11 @@ def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List
 def peak_lr(cfg: Settings) -> str:
     """fairseq's --lr: LR, or with LR_BASE_LAYERS set, LR moved from that depth to the run's
     by the rule LR x (LR_BASE_LAYERS / L)^LR_DEPTH_POWER, L the mean layers per side."""
-    base = cfg.int("LR_BASE_LAYERS")
+    base = cfg.optim.lr_base_layers
     if not base:
-        return cfg["LR"]
-    layers = (cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")) / 2
-    return f"{cfg.float('LR') * (base / layers) ** cfg.float('LR_DEPTH_POWER'):.6g}"
+        return cfg.text.optim.lr
+    layers = (cfg.run.enc_layers + cfg.run.dec_layers) / 2
+    return f"{cfg.optim.lr * (base / layers) ** cfg.optim.lr_depth_power:.6g}"
 
 
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
@@ -74,22 +76,24 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     from ... import USER_DIR
 
     where = paths(cfg)
+    # the values as resolved (their text: 1e-7 stays 1e-7 on the command line)
+    model, optim, machine = cfg.text.model, cfg.text.optim, cfg.text.machine
     args = [where["BIN"], "--user-dir", USER_DIR, *task, *method,
-            "--encoder-embed-dim", cfg["EMBED_DIM"], "--encoder-ffn-embed-dim", cfg["FFN_DIM"],
-            "--encoder-attention-heads", cfg["HEADS"], "--decoder-embed-dim", cfg["EMBED_DIM"],
-            "--decoder-ffn-embed-dim", cfg["FFN_DIM"], "--decoder-attention-heads", cfg["HEADS"],
-            "--share-all-embeddings", "--dropout", cfg["DROPOUT"],
-            "--optimizer", "adam", "--adam-betas", cfg["ADAM_BETAS"], "--lr", peak_lr(cfg),
-            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", cfg["WARMUP"],
-            "--warmup-init-lr", cfg["WARMUP_INIT_LR"], "--clip-norm", cfg["CLIP_NORM"],
-            "--weight-decay", cfg["WEIGHT_DECAY"],
+            "--encoder-embed-dim", model.embed_dim, "--encoder-ffn-embed-dim", model.ffn_dim,
+            "--encoder-attention-heads", model.heads, "--decoder-embed-dim", model.embed_dim,
+            "--decoder-ffn-embed-dim", model.ffn_dim, "--decoder-attention-heads", model.heads,
+            "--share-all-embeddings", "--dropout", optim.dropout,
+            "--optimizer", "adam", "--adam-betas", optim.adam_betas, "--lr", peak_lr(cfg),
+            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", optim.warmup,
+            "--warmup-init-lr", optim.warmup_init_lr, "--clip-norm", optim.clip_norm,
+            "--weight-decay", optim.weight_decay,
             "--criterion", "label_smoothed_cross_entropy",
-            "--label-smoothing", cfg["LABEL_SMOOTHING"],
-            "--max-update", cfg["MAX_UPDATE"], "--max-epoch", cfg["MAX_EPOCH"],
-            "--seed", cfg["SEED"],
-            "--max-tokens", str(layout.max_tokens or cfg["MAX_TOKENS"]),
+            "--label-smoothing", optim.label_smoothing,
+            "--max-update", optim.max_update, "--max-epoch", optim.max_epoch,
+            "--seed", cfg.text.run.seed,
+            "--max-tokens", str(layout.max_tokens or machine.max_tokens),
             "--update-freq", str(layout.update_freq),
-            "--ddp-backend", cfg["DDP_BACKEND"], "--num-workers", cfg["NUM_WORKERS"],
+            "--ddp-backend", machine.ddp_backend, "--num-workers", machine.num_workers,
             # always explicit: fairseq's default is every visible GPU, which would undo the
             # update-freq computed for this world size
             "--distributed-world-size", str(layout.world)]
@@ -98,9 +102,9 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
         if layout.world > 1:
             args += ["--distributed-backend", "gloo"]
     if layout.precision == "fp16":
-        args += ["--fp16", "--fp16-init-scale", cfg["FP16_INIT_SCALE"],
-                 "--fp16-scale-window", cfg["FP16_SCALE_WINDOW"],
-                 "--min-loss-scale", cfg["MIN_LOSS_SCALE"]]
+        args += ["--fp16", "--fp16-init-scale", machine.fp16_init_scale,
+                 "--fp16-scale-window", machine.fp16_scale_window,
+                 "--min-loss-scale", machine.min_loss_scale]
     elif layout.precision == "bf16":
         args.append("--bf16")
     if layout.checkpoint_activations:
@@ -112,9 +116,9 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
              # fairseq's own TensorBoard logging (its master process: train_inner, train and
              # valid scalars), beside the run's log, for the tools users look with
              "--tensorboard-logdir", where["TENSORBOARD"],
-             "--save-interval-updates", cfg["SAVE_INTERVAL_UPDATES"],
-             "--keep-interval-updates", cfg["AVERAGE_LAST"], "--no-epoch-checkpoints",
-             "--log-format", "simple", "--log-interval", cfg["LOG_INTERVAL"]]
+             "--save-interval-updates", optim.save_interval_updates,
+             "--keep-interval-updates", optim.average_last, "--no-epoch-checkpoints",
+             "--log-format", "simple", "--log-interval", cfg.text.run.log_interval]
     extra = train_args_of(cfg)
     check_train_args(extra, args)
     args += extra  # last: options the recipe does not set
@@ -154,25 +158,26 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
                 "--langs", _bin_list(cfg, "langs.txt", dry_run), "--lang-pairs", directions,
                 "--encoder-langtok", "src", "--decoder-langtok"]
     else:
-        directions, task = f"{cfg['SRC']}-{cfg['TGT']}", []
-    score = (["--tokenized-bleu"] if cfg.flag("TOKENIZED_BLEU") else []) + \
-        (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else []) + \
+        directions, task = f"{cfg.text.data.src}-{cfg.text.data.tgt}", []
+    score = (["--tokenized-bleu"] if cfg.eval.tokenized_bleu else []) + \
+        (["--compound-split"] if cfg.eval.compound_split else []) + \
         (["--multilingual"] if cfg.declaration.multilingual else [])  # its declaration says
     generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
-                "--beam", cfg["BEAM"], "--lenpen", cfg["LENPEN"], "--max-len-a", cfg["MAX_LEN_A"],
-                "--max-len-b", cfg["MAX_LEN_B"], "--max-tokens", str(cfg.int("MAX_TOKENS") * 2),
+                "--beam", cfg.text.eval.beam, "--lenpen", cfg.text.eval.lenpen,
+                "--max-len-a", cfg.text.eval.max_len_a, "--max-len-b", cfg.text.eval.max_len_b,
+                "--max-tokens", str(cfg.machine.max_tokens * 2),
                 "--bpe", "sentencepiece",
                 "--sentencepiece-model", os.path.join(where["DATA_DIR"], "spm.model"),
                 # fairseq 0.12.3's batch_by_size drops the last batch when its size is not a
                 # multiple of --required-batch-size-multiple (8 by default): that would
                 # silently drop test sentences
                 "--required-batch-size-multiple", "1"]
-    if cfg["DEVICE"] == "cpu":
+    if cfg.text.where.device == "cpu":
         generate.append("--cpu")
-    elif cfg["PRECISION"] in ("fp16", "bf16"):
-        generate.append(f"--{cfg['PRECISION']}")
+    elif cfg.text.machine.precision in ("fp16", "bf16"):
+        generate.append(f"--{cfg.text.machine.precision}")
     return [python, "-m", "deepnet_fairseq.recipes.evaluation.evaluate",
-            "--run-dir", where["RUN_DIR"], "--average-last", cfg["AVERAGE_LAST"],
+            "--run-dir", where["RUN_DIR"], "--average-last", cfg.text.optim.average_last,
             "--directions", directions,
             "--references", where["RAW"], *score, "--", *generate, *task]
 

@@ -88,17 +88,18 @@ class Layout:
 def no_memory_plan(checkpointing: bool, cfg: Settings) -> str:
     """What a CUDA layout does without the GPU's size (none set, none visible to torch here: a
     dry run on a login node), and how to plan it for the training machine's cards."""
-    if cfg["CHECKPOINT_ACTIVATIONS"] != "auto":
-        rule = f"CHECKPOINT_ACTIVATIONS={cfg['CHECKPOINT_ACTIVATIONS']}"
-    elif checkpointing_refused(cfg["METHOD"]):
-        rule = f"no activation checkpointing (METHOD={cfg['METHOD']} cannot have it)"
+    if cfg.text.machine.checkpoint_activations != "auto":
+        rule = f"CHECKPOINT_ACTIVATIONS={cfg.text.machine.checkpoint_activations}"
+    elif checkpointing_refused(cfg.text.run.method):
+        rule = f"no activation checkpointing (METHOD={cfg.text.run.method} cannot have it)"
     else:
         rule = (f"activation checkpointing {'on' if checkpointing else 'off'} by depth alone "
                 f"(on when ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM="
-                f"{cfg['CHECKPOINT_ACTIVATIONS_FROM']})")
+                f"{cfg.text.machine.checkpoint_activations_from})")
     return ("memory plan: none, the GPU memory is unknown (GPU_MEMORY_GB is not set and torch "
             f"sees no GPU on this machine), so it cannot plan memory: {rule}, no ZeRO-1, "
-            f"MAX_TOKENS={cfg['MAX_TOKENS']} as set. Set GPU_MEMORY_GB=<GB per GPU> (e.g. "
+            f"MAX_TOKENS={cfg.text.machine.max_tokens} as set. Set GPU_MEMORY_GB=<GB per GPU> "
+            "(e.g. "
             "GPU_MEMORY_GB=80 for 80 GB cards) to plan for the training machine's GPUs")
 
 
@@ -106,7 +107,7 @@ def dictionary_size(cfg: Settings) -> int:
     """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for a
     multilingual dataset one language token per language (OPUS-100: about 100); a few entries
     either way change little."""
-    return cfg.int("VOCAB") + 4 + (100 if cfg.declaration.multilingual else 0)
+    return cfg.data.vocab + 4 + (100 if cfg.declaration.multilingual else 0)
 
 
 # what every CPU process holds whatever its batch, in bytes a parameter: fp32 weights, their
@@ -128,10 +129,10 @@ def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: floa
         return (f"NPROC={layout.nproc} CPU processes, but this machine gives the run {cores} "
                 f"core(s): at most one process per core (more only slow each other down); "
                 f"set NPROC={cores} or less")
-    enc, dec, width = cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM")
+    enc, dec, width = cfg.run.enc_layers, cfg.run.dec_layers, cfg.model.embed_dim
     vocab = dictionary_size(cfg)
-    params = parameter_count(enc, dec, width, cfg.int("FFN_DIM"), vocab)
-    tokens = layout.max_tokens or cfg.int("MAX_TOKENS")
+    params = parameter_count(enc, dec, width, cfg.model.ffn_dim, vocab)
+    tokens = layout.max_tokens or cfg.machine.max_tokens
     if layout.checkpoint_activations:
         per_process = CPU_RESIDENT_BYTES * params
         what = "whose fp32 weights, gradients and Adam state alone take"
@@ -142,8 +143,9 @@ def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: floa
                 f"{tokens} tokens take")
     need_gb = per_process * layout.nproc / 2 ** 30
     if need_gb > memory_gb:
-        return (f"ENC_LAYERS={cfg['ENC_LAYERS']} DEC_LAYERS={cfg['DEC_LAYERS']} at EMBED_DIM="
-                f"{cfg['EMBED_DIM']}, FFN_DIM={cfg['FFN_DIM']}: {params / 1e6:,.0f}M parameters, "
+        run, model = cfg.text.run, cfg.text.model
+        return (f"ENC_LAYERS={run.enc_layers} DEC_LAYERS={run.dec_layers} at EMBED_DIM="
+                f"{model.embed_dim}, FFN_DIM={model.ffn_dim}: {params / 1e6:,.0f}M parameters, "
                 f"{what} {need_gb:,.1f} GB in {layout.nproc} process(es), more than this "
                 f"machine's {memory_gb:,.1f} GB; use fewer or narrower layers, a smaller "
                 f"MAX_TOKENS (TOKENS_PER_UPDATE is kept by --update-freq), or a GPU machine")
@@ -166,12 +168,12 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
                 memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
     """Processes, launcher, batch split, precision and memory plan of a training run (no side
     effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""
-    device = cfg["DEVICE"]
+    device = cfg.text.where.device
     gpus, gpus_from = count_gpus(env, probe) if device == "cuda" else (0, "DEVICE=cpu")
-    nnodes = cfg.int("NNODES")
+    nnodes = cfg.processes.nnodes
     if nnodes < 1:
         raise SettingError("NNODES must be at least 1")
-    nproc = cfg.int_or_auto("NPROC")  # checked where it was resolved: >= 1, or auto
+    nproc = cfg.processes.nproc  # checked where it was resolved: >= 1, or auto
     if nproc == "auto":
         nproc = gpus if device == "cuda" else 1
     if device == "cuda" and nproc > gpus:
@@ -179,7 +181,7 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
                            f"({gpus_from})")
     world = nnodes * nproc
 
-    launcher = cfg["LAUNCHER"]
+    launcher = cfg.text.processes.launcher
     in_slurm = bool(env.get("SLURM_JOB_ID"))
     if launcher == "auto":
         launcher = "srun" if in_slurm and nnodes > 1 else "torchrun" if world > 1 else "none"
@@ -199,40 +201,40 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
                 "(NODE_RANK=0 on the node at MASTER_ADDR, 1 ... NNODES-1 on the others; "
                 "MASTER_ADDR the address of node 0, the same everywhere); a node without "
                 "NODE_RANK is never assumed to be rank 0")
-        node_rank = cfg.int("NODE_RANK")
+        node_rank = cfg.processes.node_rank
         if node_rank >= nnodes:
             raise SettingError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}")
-        master_addr, master_port = cfg["MASTER_ADDR"], cfg.int("MASTER_PORT")
+        master_addr, master_port = cfg.text.processes.master_addr, cfg.processes.master_port
     elif launcher == "srun":
-        master_port = cfg.int("MASTER_PORT")  # fairseq's --distributed-port under SLURM
+        master_port = cfg.processes.master_port  # fairseq's --distributed-port under SLURM
 
-    precision = cfg["PRECISION"]  # fp16 on CPU: fairseq_train_compat lifts its CUDA calls
-    max_tokens, wanted = cfg.int("MAX_TOKENS"), cfg.int("TOKENS_PER_UPDATE")
+    precision = cfg.text.machine.precision  # fp16 on CPU: fairseq_train_compat lifts its CUDA calls
+    max_tokens, wanted = cfg.machine.max_tokens, cfg.optim.tokens_per_update
     if max_tokens < 1:
         raise SettingError("MAX_TOKENS must be at least 1")
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
-    layers = cfg.int("ENC_LAYERS") + cfg.int("DEC_LAYERS")
-    forced = {"1": True, "0": False}.get(cfg["CHECKPOINT_ACTIVATIONS"])
+    layers = cfg.run.enc_layers + cfg.run.dec_layers
+    forced = {"1": True, "0": False}.get(cfg.text.machine.checkpoint_activations)
     if forced is not False:
-        refusal = checkpointing_refused(cfg["METHOD"])
+        refusal = checkpointing_refused(cfg.text.run.method)
         if refusal and forced:
             raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="
-                               f"{cfg['METHOD']}: {refusal}; set CHECKPOINT_ACTIVATIONS=0 or "
+                               f"{cfg.text.run.method}: {refusal}; set CHECKPOINT_ACTIVATIONS=0 or "
                                f"auto (or reduce MAX_TOKENS to save memory)")
         if refusal:
             forced = False
     checkpointing = forced if forced is not None else \
-        layers >= cfg.int("CHECKPOINT_ACTIVATIONS_FROM")
+        layers >= cfg.machine.checkpoint_activations_from
     memory, memory_unknown = None, ""
     if device == "cuda":
-        card = cfg.float("GPU_MEMORY_GB") if "GPU_MEMORY_GB" in cfg else memory_probe()
+        card = cfg.machine.gpu_memory_gb if "GPU_MEMORY_GB" in cfg else memory_probe()
         if not card:
             memory_unknown = no_memory_plan(checkpointing, cfg)
         else:
             try:
                 memory = memory_plan(
-                    cfg.int("ENC_LAYERS"), cfg.int("DEC_LAYERS"), cfg.int("EMBED_DIM"),
-                    cfg.int("FFN_DIM"), dictionary_size(cfg), gpus_per_node=nproc, nodes=nnodes,
+                    cfg.run.enc_layers, cfg.run.dec_layers, cfg.model.embed_dim,
+                    cfg.model.ffn_dim, dictionary_size(cfg), gpus_per_node=nproc, nodes=nnodes,
                     gpu_memory_gb=card, tokens_per_gpu=max_tokens, tokens_per_update=wanted,
                     precision=precision, checkpointing=forced)
             except MemoryPlanError as err:

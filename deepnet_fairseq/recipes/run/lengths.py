@@ -204,7 +204,7 @@ def directions(cfg: Settings, generate_argv: Sequence[str]) -> List[Tuple[str, s
     """The (source, target) directions a step of CFG validates and evaluates: SRC-TGT, or
     every direction of a multilingual dataset's --lang-pairs (as the commands give them)."""
     if not cfg.declaration.multilingual:
-        return [(cfg["SRC"], cfg["TGT"])]
+        return [(cfg.text.data.src, cfg.text.data.tgt)]
     pairs = list(generate_argv)[list(generate_argv).index("--lang-pairs") + 1]
     return [tuple(pair.split("-")) for pair in pairs.split(",")]
 
@@ -231,7 +231,7 @@ def refuse_too_long(cfg: Settings, train_command: Sequence[str], splits=(VALID, 
             pair = os.path.basename(prefix).split(".")[1]
             raw = os.path.join(where["RAW"], f"{split}.{pair}.{{{src},{tgt}}}")
             why = problem(limits[split], f"{src}-{tgt}", pair_sizes(prefix, src, tgt), raw,
-                          cfg.int("MAX_TOKENS"))
+                          cfg.machine.max_tokens)
             if why:
                 refused.append(why)
         if refused:

@@ -1,5 +1,5 @@
-"""The train step: attempts, live logs, signals, statuses (the evaluate step: ``evaluation/step.py``;
-the sweep: ``pipeline/sweeps.py``).
+"""The train step: attempts, live logs, signals, statuses (the evaluate step:
+``evaluation/step.py``; the sweep: ``pipeline/sweeps.py``).
 
 A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
 
@@ -141,9 +141,9 @@ def limit_reached(cfg: Settings, updates: int, epochs: int) -> Optional[Tuple[st
     take one update (and save it); at --max-epoch it would start, log no validation and exit 0,
     a "failed" run that a sweep retries: either way the run ended there, killed after its last
     save."""
-    if cfg.int("MAX_UPDATE") and updates >= cfg.int("MAX_UPDATE"):
+    if cfg.optim.max_update and updates >= cfg.optim.max_update:
         return "MAX_UPDATE", f"update {updates}"
-    if cfg.int("MAX_EPOCH") and epochs >= cfg.int("MAX_EPOCH"):
+    if cfg.optim.max_epoch and epochs >= cfg.optim.max_epoch:
         return "MAX_EPOCH", f"the end of epoch {epochs} (update {updates})"
     return None
 
@@ -170,17 +170,18 @@ def _vocab_size(bin_dir: str) -> int:
 
 def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
+    run_dir, name = where["RUN_DIR"], cfg.text.run.run_name
     layout = plan_layout(cfg, env)
     command = train_command(cfg, layout, method_args(cfg), task_args(cfg, dry_run))
-    log(cfg, "train", f"{name}: {cfg['ENC_LAYERS']}L-{cfg['DEC_LAYERS']}L {cfg['METHOD']}, "
-                      f"{cfg['EMBED_DIM']}-{cfg['FFN_DIM']}-{cfg['HEADS']}, {layout.summary()}")
-    if cfg.int("LR_BASE_LAYERS"):
-        log(cfg, "train", f"{name}: peak lr {peak_lr(cfg)}, LR={cfg['LR']} moved from "
-                          f"{cfg['LR_BASE_LAYERS']} layers per side by (base / L)^"
-                          f"{cfg['LR_DEPTH_POWER']}")
+    run, model = cfg.text.run, cfg.text.model
+    log(cfg, "train", f"{name}: {run.enc_layers}L-{run.dec_layers}L {run.method}, "
+                      f"{model.embed_dim}-{model.ffn_dim}-{model.heads}, {layout.summary()}")
+    if cfg.optim.lr_base_layers:
+        log(cfg, "train", f"{name}: peak lr {peak_lr(cfg)}, LR={cfg.text.optim.lr} moved from "
+                          f"{cfg.text.optim.lr_base_layers} layers per side by (base / L)^"
+                          f"{cfg.text.optim.lr_depth_power}")
     if "--fp16-no-flatten-grads" in command and any(o in command for o in PER_TENSOR_OPTIONS):
-        log(cfg, "train", f"{cfg['METHOD']} scales some parameters' steps, which needs the "
+        log(cfg, "train", f"{cfg.text.run.method} scales some parameters' steps, which needs the "
                           f"optimizer to step each tensor: {layout.precision} with "
                           "--fp16-no-flatten-grads (the same memory)")
     if layout.memory_unknown:  # on stderr: stdout is the plan and the command
@@ -207,7 +208,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if problem:
         raise SettingError(problem)
     status = readable_status(run_dir)  # the one an attempt replaces: before anything is written
-    if not cfg.flag("RETRY") and status and status.get("status") in ("ok", "diverged"):
+    if not cfg.run.retry and status and status.get("status") in ("ok", "diverged"):
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
     refuse_too_long(cfg, command)  # a valid or test pair fairseq would refuse after the work
@@ -247,7 +248,7 @@ def trained_otherwise(cfg: Settings, run_dir: str) -> Optional[str]:
             name: v["value"] for name, v in record.get("settings", {}).items()}, cfg.values)
     if not different:
         return None
-    return (f"{cfg['RUN_NAME']} was trained with other settings ({'; '.join(different)}; see "
+    return (f"{cfg.text.run.run_name} was trained with other settings ({'; '.join(different)}; see "
             f"{path}): resuming or reusing it would mix two trainings under one record. Train "
             f"these settings under another RUN_NAME, or move {run_dir} away to train it anew")
 
@@ -274,7 +275,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
                    lock: RunLock) -> int:
     """One attempt of a run whose directory this launcher holds (``train``)."""
     where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg["RUN_NAME"]
+    run_dir, name = where["RUN_DIR"], cfg.text.run.run_name
     attempts = make_dirs(os.path.join(run_dir, "attempts"))
     # fairseq writes and deletes checkpoints in it: made and marked here first, so that a
     # link planted in its place is refused (make_dirs) rather than followed by fairseq
@@ -284,9 +285,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     number = _next_attempt(attempts, suffix)
     attempt_log = os.path.join(attempts, f"attempt-{number}{suffix}.log")
     train_log = os.path.join(run_dir, f"train{suffix}.log")
-    meta = {"dataset": cfg.dataset, "method": cfg["METHOD"],
-            "encoder_layers": cfg.int("ENC_LAYERS"), "decoder_layers": cfg.int("DEC_LAYERS"),
-            "label": cfg["RUN_LABEL"], "seed": cfg.int("SEED"), "launcher": layout.launcher,
+    meta = {"dataset": cfg.dataset, "method": cfg.text.run.method,
+            "encoder_layers": cfg.run.enc_layers, "decoder_layers": cfg.run.dec_layers,
+            "label": cfg.text.run.run_label, "seed": cfg.run.seed, "launcher": layout.launcher,
             "world_size": layout.world,
             "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
@@ -315,9 +316,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         _append(path, header)
     log(cfg, "train", f"{name}: attempt {number}, log {train_log} (live)")
 
-    watch = runlog.DivergenceWatch(_vocab_size(where["BIN"]), cfg.int("WARMUP"),
-                                   cfg.int("STOP_DIVERGED"))
-    progress = runlog.Progress(cfg.int("MAX_UPDATE"))
+    watch = runlog.DivergenceWatch(_vocab_size(where["BIN"]), cfg.optim.warmup,
+                                   cfg.run.stop_diverged)
+    progress = runlog.Progress(cfg.optim.max_update)
 
     def echo(line):
         progress.feed(line)
@@ -346,7 +347,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         return interrupted(signum) if signum else (0 if code == 0 else EXIT["failed"])
     with open(attempt_log, encoding="utf-8", errors="replace") as handle:
         result = watch.stopped if watch.stopped and not signum else classify(
-            handle.read(), code, _vocab_size(where["BIN"]), cfg.int("WARMUP"),
+            handle.read(), code, _vocab_size(where["BIN"]), cfg.optim.warmup,
             signal.Signals(signum).name if signum else None)
     write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})
     state = result["status"]
@@ -362,7 +363,7 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
     META holds its updates): its status as for a run that ended there, from fairseq's own
     lines in the run's log (every attempt's, so that one that failed before its first update
     does not hide the last validation)."""
-    run_dir, name = paths(cfg)["RUN_DIR"], cfg["RUN_NAME"]
+    run_dir, name = paths(cfg)["RUN_DIR"], cfg.text.run.run_name
     limit, where = reached
     log(cfg, "train", f"{name}: checkpoint_last.pt is at {where}, {limit}={cfg[limit]}: "
                       f"nothing more to train (set {limit} higher to train on)")
@@ -370,7 +371,7 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
         return 0
     text = open(train_log, encoding="utf-8", errors="replace").read() \
         if os.path.isfile(train_log) else ""
-    result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.int("WARMUP"))
+    result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.optim.warmup)
     write_record(os.path.join(run_dir, "status.json"), "status",
                  {**meta, **(status_of(run_dir) or {}), **result,
                   "num_updates": meta["num_updates"]})

@@ -12,7 +12,7 @@ from ..spec.settings import SettingError, Settings
 def train_args_of(cfg: Settings) -> List[str]:
     """TRAIN_ARGS split as a shell splits it; a quoting error is a setting error, not a
     traceback (and not the end of a sweep)."""
-    text = cfg.get("TRAIN_ARGS") or ""
+    text = cfg.optional.optim.train_args or ""
     try:
         return shlex.split(text)
     except ValueError as err:

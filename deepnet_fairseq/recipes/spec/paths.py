@@ -8,9 +8,9 @@ from .settings import Settings
 
 
 def paths(cfg: Settings) -> dict:
-    work = os.path.abspath(cfg["WORK"])
+    work = os.path.abspath(cfg.text.where.work)
     data = os.path.join(work, "data")
-    run = os.path.join(work, "runs", cfg["RUN_NAME"])
+    run = os.path.join(work, "runs", cfg.text.run.run_name)
     return {"WORK": work, "DATA_DIR": data, "BIN": os.path.join(data, "bin"),
             "RAW": os.path.join(data, "raw"), "RUNS_DIR": os.path.join(work, "runs"),
             "RUN_DIR": run, "CHECKPOINTS": os.path.join(run, "checkpoints"),

@@ -82,14 +82,14 @@ def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, s
 READ_WHEN = {
     "multilingual": (lambda cfg, name: cfg.declaration.multilingual,
                      "only a multilingual dataset (one model over many pairs) reads it"),
-    "local": (lambda cfg, name: cfg["SOURCE"] == "local", "only SOURCE=local reads it"),
-    "local, one pair": (lambda cfg, name: cfg["SOURCE"] == "local"
+    "local": (lambda cfg, name: cfg.text.data.source == "local", "only SOURCE=local reads it"),
+    "local, one pair": (lambda cfg, name: cfg.text.data.source == "local"
                         and not cfg.declaration.multilingual,
                         "only SOURCE=local of a dataset of one pair reads it (a multilingual "
                         "one reads LOCAL_DIR, a directory per pair)"),
-    "download": (lambda cfg, name: cfg["SOURCE"] == "download",
+    "download": (lambda cfg, name: cfg.text.data.source == "download",
                  "only SOURCE=download reads it"),
-    "its dataset's download": (lambda cfg, name: cfg["SOURCE"] == "download"
+    "its dataset's download": (lambda cfg, name: cfg.text.data.source == "download"
                                and name in cfg.declaration.settings,
                                "only SOURCE=download of the dataset that declares it reads it"),
 }
@@ -485,11 +485,12 @@ class Section:
     float; ``typed``), ``cfg.text.optim.lr`` its text as resolved (what command lines and
     records carry, written as it was given: 1e-7 stays 1e-7). Reading a setting that is unset
     raises the ``SettingError`` that names it; nothing can be assigned."""
-    __slots__ = ("_settings", "_typed")
+    __slots__ = ("_settings", "_typed", "_optional")
 
-    def __init__(self, settings: "Settings", as_typed: bool):
+    def __init__(self, settings: "Settings", as_typed: bool, optional: bool = False):
         object.__setattr__(self, "_settings", settings)
         object.__setattr__(self, "_typed", as_typed)
+        object.__setattr__(self, "_optional", optional)
 
     def __setattr__(self, attr, value):
         raise AttributeError(f"settings are read-only: {type(self).__name__}.{attr}")
@@ -502,6 +503,8 @@ class Section:
 
 def _reader(name: str) -> property:
     def read(section: Section):
+        if section._optional and name not in section._settings:
+            return None
         text = section._settings[name]  # SettingError when unset, naming it
         return typed(name, text) if section._typed else text
     read.__doc__ = f"{name}: {SETTINGS[name].help} (kind {SETTINGS[name].kind})"
@@ -518,17 +521,20 @@ name (AttributeError) say what a section holds."""
 
 
 class TextView:
-    """The resolved settings' text, by section: ``cfg.text.optim.lr == "0.002"``."""
-    __slots__ = ("_settings",)
+    """The resolved settings' text, by section: ``cfg.text.optim.lr == "0.002"``; with
+    OPTIONAL (``cfg.optional``), None for a setting that is unset, where unset is a value
+    (no RUNS, no TRAIN_ARGS), instead of the error."""
+    __slots__ = ("_settings", "_optional")
 
-    def __init__(self, settings: "Settings"):
+    def __init__(self, settings: "Settings", optional: bool = False):
         object.__setattr__(self, "_settings", settings)
+        object.__setattr__(self, "_optional", optional)
 
     def __getattr__(self, section: str) -> Section:
         if section not in SECTION_TYPES:
             raise AttributeError(f"no section {section!r} of the settings: "
                                  f"{', '.join(SECTION_TYPES)}")
-        return SECTION_TYPES[section](self._settings, False)
+        return SECTION_TYPES[section](self._settings, False, self._optional)
 
     def __setattr__(self, attr, value):
         raise AttributeError("settings are read-only")
@@ -541,6 +547,8 @@ def _add_sections(cls):
         setattr(cls, section, property(lambda self, kind=section_type: kind(self, True),
                                        doc=f"the {section} settings, typed"))
     cls.text = property(TextView, doc="the settings' text as resolved, by section")
+    cls.optional = property(lambda self: TextView(self, optional=True),
+                            doc="as ``text``, None for an unset setting")
 
 
 _add_sections(Settings)
@@ -697,12 +705,12 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
 
     default("SIZE")
     default("DEVICE")
-    if cfg["DEVICE"] != "cpu":
+    if cfg.text.where.device != "cpu":
         gpus, said = count_gpus(env, probe)
-        if cfg["DEVICE"] == "cuda" and gpus == 0:
+        if cfg.text.where.device == "cuda" and gpus == 0:
             raise SettingError(f"DEVICE=cuda but no GPU is visible ({said}); use DEVICE=cpu "
                                "(smoke size) or run where a GPU is")
-        if cfg["DEVICE"] == "auto":
+        if cfg.text.where.device == "auto":
             cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
 
     def load(preset):
@@ -717,11 +725,11 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
         return table[cfg[setting]]
 
     deferred = _method_training(cfg)
-    if cfg["SIZE"] != "full":
+    if cfg.text.where.size != "full":
         load(choose(presets.SIZES, "SIZE"))
     load(DATASETS[dataset].preset)
     load(choose(presets.MODELS, "MODEL"))
-    load(presets.MACHINES[cfg["DEVICE"]])
+    load(presets.MACHINES[cfg.text.where.device])
     for name in SETTINGS:
         default(name)
     _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
@@ -757,35 +765,36 @@ def check_ranges(cfg: "Settings") -> None:
                     + (f" and < {highest}" if highest is not None else ""))
             bad(name, rule)
     if "ADAM_BETAS" in cfg:
-        betas = [float(b) for b in cfg["ADAM_BETAS"].strip("() ").split(",")]
+        betas = [float(b) for b in cfg.text.optim.adam_betas.strip("() ").split(",")]
         if not all(0 <= b < 1 for b in betas):
             bad("ADAM_BETAS", "both betas must lie in [0, 1)")
     if "MAX_UPDATE" in cfg and "MAX_EPOCH" in cfg and \
-            cfg.int("MAX_UPDATE") == 0 and cfg.int("MAX_EPOCH") == 0:
+            cfg.optim.max_update == 0 and cfg.optim.max_epoch == 0:
         bad("MAX_UPDATE", "MAX_UPDATE and MAX_EPOCH are both 0, so training would never end; "
                           "set one of them above 0")
-    if "BEAM" in cfg and "VOCAB" in cfg and cfg.int("BEAM") >= cfg.int("VOCAB"):
+    if "BEAM" in cfg and "VOCAB" in cfg and cfg.eval.beam >= cfg.data.vocab:
         # fairseq's SequenceGenerator would quietly search with a beam of its vocabulary - 1
-        bad("BEAM", f"must be smaller than VOCAB={cfg['VOCAB']} (a beam that wide would be cut "
+        bad("BEAM", f"must be smaller than VOCAB={cfg.text.data.vocab} (a beam that wide would "
+                    f"be cut "
                     "to the vocabulary without a word)")
-    if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.int("HEADS") > 0 and \
-            cfg.int("EMBED_DIM") % cfg.int("HEADS"):
-        bad("EMBED_DIM", f"must be a multiple of HEADS={cfg['HEADS']}")
+    if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.model.heads > 0 and \
+            cfg.model.embed_dim % cfg.model.heads:
+        bad("EMBED_DIM", f"must be a multiple of HEADS={cfg.text.model.heads}")
     declaration = cfg.declaration
-    if "SOURCE" in cfg and cfg["SOURCE"] not in declaration.sources:
+    if "SOURCE" in cfg and cfg.text.data.source not in declaration.sources:
         bad("SOURCE", f"dataset {cfg.dataset} reads its text from SOURCE="
                       f"{' or '.join(declaration.sources)} only")
     if not declaration.multilingual and "SRC" in cfg and "TGT" in cfg and \
-            cfg["SRC"] == cfg["TGT"]:
-        bad("TGT", f"the target language equals the source ({cfg['SRC']}): that is a copy "
+            cfg.text.data.src == cfg.text.data.tgt:
+        bad("TGT", f"the target language equals the source ({cfg.text.data.src}): that is a copy "
                    "task, not translation; set SRC and TGT to two languages")
-    if "RUN_NAME" in cfg and run_name_problem(cfg["RUN_NAME"]):
-        bad("RUN_NAME", run_name_problem(cfg["RUN_NAME"]))
-    if cfg.get("TRAIN_ARGS"):
+    if "RUN_NAME" in cfg and run_name_problem(cfg.text.run.run_name):
+        bad("RUN_NAME", run_name_problem(cfg.text.run.run_name))
+    if cfg.optional.optim.train_args:
         import shlex
 
         try:
-            shlex.split(cfg["TRAIN_ARGS"])
+            shlex.split(cfg.text.optim.train_args)
         except ValueError as err:
             bad("TRAIN_ARGS", f"{err}; quote it as in a shell")
     if "ENCODING" in cfg:
@@ -793,7 +802,7 @@ def check_ranges(cfg: "Settings") -> None:
 
         try:
             # a text encoding: codecs also knows bytes-to-bytes ones (base64, rot13 ...)
-            text = codecs.lookup(cfg["ENCODING"])._is_text_encoding
+            text = codecs.lookup(cfg.text.data.encoding)._is_text_encoding
         except (LookupError, ValueError):  # ValueError: a NUL in the name
             text = False
         if not text:
@@ -818,11 +827,12 @@ def check_read(cfg: "Settings") -> None:
         if name in cfg.given or name in cfg.per_run:
             value, source = cfg.given.get(name) or (cfg.values[name], cfg.sources[name])
             problems.append(f"{name}={value} (from {source}) is not read by dataset "
-                            f"{cfg.dataset} with SOURCE={cfg['SOURCE']}: {why}; remove it from "
+                            f"{cfg.dataset} with SOURCE={cfg.text.data.source}: {why}; remove it "
+                            f"from "
                             "the file, or set what reads it")
         elif cfg.sources.get(name, "").startswith("environment"):
             cfg.notes.append(f"{name} ({cfg.sources[name]}) is not read by dataset "
-                             f"{cfg.dataset} with SOURCE={cfg['SOURCE']}: {why}")
+                             f"{cfg.dataset} with SOURCE={cfg.text.data.source}: {why}")
     if problems:
         raise SettingError("\n".join(problems))
 
@@ -834,7 +844,7 @@ def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
     other value is known (``_fill_method_training``)."""
     from ... import methods
 
-    name = cfg["METHOD"] if "METHOD" in cfg else SETTINGS["METHOD"].default
+    name = cfg.text.run.method if "METHOD" in cfg else SETTINGS["METHOD"].default
     try:
         method = methods.get(name)
     except ValueError as err:
@@ -866,18 +876,19 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
         derive("NNODES", env["SLURM_NNODES"], f"SLURM_NNODES, in SLURM job {env['SLURM_JOB_ID']}")
     derive("NNODES", "1", "one node")
 
-    suffix = "" if cfg["SIZE"] == "full" else f"-{cfg['SIZE']}"
+    suffix = "" if cfg.text.where.size == "full" else f"-{cfg.text.where.size}"
     derive("WORK", os.path.join(cfg.repo, "runs", cfg.dataset + suffix), "runs/<dataset>[-SIZE]")
-    derive("DOWNLOAD_DIR", os.path.join(cfg["WORK"], "download"), "$WORK/download")
+    derive("DOWNLOAD_DIR", os.path.join(cfg.text.where.work, "download"), "$WORK/download")
     from ..base.machine import cores
 
     derive("WORKERS", str(cores()), "the cores this process may use")
-    derive("ENC_LAYERS", cfg["LAYERS"], "LAYERS")
-    derive("DEC_LAYERS", cfg["LAYERS"], "LAYERS")
-    derive("RUN_NAME", run_name(cfg["METHOD"], cfg["ENC_LAYERS"], cfg["DEC_LAYERS"]),
+    derive("ENC_LAYERS", cfg.text.run.layers, "LAYERS")
+    derive("DEC_LAYERS", cfg.text.run.layers, "LAYERS")
+    derive("RUN_NAME", run_name(cfg.text.run.method, cfg.text.run.enc_layers,
+                                cfg.text.run.dec_layers),
            "METHOD-ENC_LAYERSL-DEC_LAYERSL")
-    derive("RUN_LABEL", cfg["METHOD"], "METHOD")
-    if cfg["SOURCE"] == "multi30k":
+    derive("RUN_LABEL", cfg.text.run.method, "METHOD")
+    if cfg.text.data.source == "multi30k":
         from ...corpora import MULTI30K_LANGS, multi30k_dir
 
         # the shipped corpus: its own file names, and every language it has for OPUS-100
@@ -885,7 +896,7 @@ def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
                             ("LOCAL_VALID", "val"), ("LOCAL_TEST", "test_2016_flickr")):
             if not cfg.sources.get(name, "").startswith("environment"):
                 cfg.set(name, value, "derived: SOURCE=multi30k")
-        if cfg.get("LANGS") == "all":
+        if cfg.optional.data.langs == "all":
             cfg.set("LANGS", " ".join(x for x in MULTI30K_LANGS if x != "en"),
                     "derived: SOURCE=multi30k, LANGS=all")
 
