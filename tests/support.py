@@ -272,3 +272,36 @@ def tensorboard_scalars(directory) -> dict:
                     scalars.setdefault((os.path.relpath(root, directory), value.tag),
                                        []).append((event.step, value.simple_value))
     return scalars
+
+
+def settings_read(tree, variables=("cfg", "run_cfg")) -> set:
+    """The names of the settings a module's syntax TREE reads from resolved settings by a
+    constant name: ``cfg.SECTION.name``, ``cfg.text.SECTION.name``, ``cfg.optional...`` and the
+    string-keyed ``cfg["NAME"]``, ``cfg.int("NAME")``, ``cfg.get("NAME")`` (spec/settings.py's
+    own, and the accessors kept for names computed in a loop)."""
+    import ast
+
+    from deepnet_fairseq.recipes.spec.settings import SECTIONS, SETTINGS
+
+    def is_settings(node):
+        return (isinstance(node, ast.Name) and node.id in variables) or (
+            isinstance(node, ast.Attribute) and node.attr == "cfg")
+
+    read = set()
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            holder = node.value.value
+            if isinstance(holder, ast.Attribute) and holder.attr in ("text", "optional"):
+                holder = holder.value
+            if is_settings(holder) and node.value.attr in SECTIONS:
+                name = node.attr.upper()
+        elif isinstance(node, ast.Subscript) and is_settings(node.value):
+            name = getattr(node.slice, "value", None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                is_settings(node.func.value) and node.args and \
+                node.func.attr in ("get", "int", "float", "flag", "words", "ints", "int_or_auto"):
+            name = getattr(node.args[0], "value", None)
+        if isinstance(name, str) and name in SETTINGS:
+            read.add(name)
+    return read

@@ -23,7 +23,7 @@ from deepnet_fairseq.recipes.base import rawtext
 from deepnet_fairseq.recipes.data import prepare
 from deepnet_fairseq.recipes.base.rawtext import PrepareError
 from deepnet_fairseq.recipes.spec import settings
-from support import REPO
+from support import REPO, settings_read
 
 SPLITS = rawtext.SPLITS
 LANGS = ("de", "en")
@@ -247,14 +247,14 @@ def test_a_config_file_sets_only_what_its_dataset_reads(tmp_path, dataset, sourc
 def test_each_dataset_declares_the_settings_only_it_reads():
     """The settings read by one dataset alone (its archive's address) are the ones its module
     names: found in the declarations' sources, so that a new one cannot go undeclared."""
+    import ast
     import inspect
 
     own = {n for n, s in SETTINGS.items() if s.read_when == "its dataset's download"}
     for dataset in DATASETS.values():
         module = __import__(f"deepnet_fairseq.recipes.datasets.{dataset.name}",
                             fromlist=["x"])
-        source = inspect.getsource(module)
-        named = {n for n in own if re.search(rf"cfg\[\"{n}\"\]", source)}
+        named = own & settings_read(ast.parse(inspect.getsource(module)))
         assert named == set(dataset.settings), (dataset.name, named, dataset.settings)
 
 

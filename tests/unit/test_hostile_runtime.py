@@ -23,7 +23,7 @@ from deepnet_fairseq.recipes.evaluation import step as evaluation_step
 from deepnet_fairseq.recipes.evaluation.step import evaluate as evaluate_step
 from deepnet_fairseq.recipes.pipeline.sweeps import sweep as run_sweep
 from deepnet_fairseq.recipes.spec.paths import paths
-from support import REPO
+from support import REPO, settings_read
 
 
 BASE = {"DEVICE": "cpu", "SIZE": "smoke"}
@@ -482,16 +482,7 @@ def test_what_prepare_reads_is_declared_to_affect_the_data():
     # what prepare runs: the data stage, the datasets' hooks and the raw-text tools they use
     for path in [path for stage in ("base", "data", "datasets") for path in
                  glob.glob(os.path.join(REPO, "deepnet_fairseq", "recipes", stage, "*.py"))]:
-        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-            name = None  # a setting read: cfg["NAME"], cfg.int("NAME"), cfg.get("NAME") ...
-            if isinstance(node, ast.Subscript) and getattr(node.value, "id", "") == "cfg":
-                name = node.slice
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and getattr(node.func.value, "id", "") == "cfg" and node.args \
-                    and node.func.attr in ("get", "int", "float", "flag", "words", "ints"):
-                name = node.args[0]
-            if isinstance(name, ast.Constant) and name.value in SETTINGS:
-                read.add(name.value)
+        read |= settings_read(ast.parse(open(path, encoding="utf-8").read()))
     # split_limits reads LOCAL_<SPLIT> and <SPLIT>_LINES through f-strings
     read |= {f"LOCAL_{s}" for s in ("TRAIN", "VALID", "TEST")} | {
         f"{s}_LINES" for s in ("TRAIN", "VALID", "TEST")}
