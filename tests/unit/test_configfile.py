@@ -1,6 +1,7 @@
-"""Experiments as TOML files (recipes/spec/configfile.py): what a file may hold, each mistake a
-SettingError naming the file, and any settings written by ``dumps`` read back the same by
-Python's own TOML reader (tomllib), for any text (hypothesis)."""
+"""Experiments as TOML files (recipes/spec/configfile.py): what a file may hold (settings in
+the sections of --help, runs as tables; the earlier flat [settings] form), each mistake a
+SettingError naming the file, and any settings written by ``dumps`` read back the same, for
+any text (hypothesis)."""
 
 import os
 import re
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings as hypothesis_settings, strategies as st
 
 from deepnet_fairseq.recipes.spec import configfile
-from deepnet_fairseq.recipes.spec.settings import SETTINGS, SettingError
+from deepnet_fairseq.recipes.spec.settings import SECTION_OF, SETTINGS, SettingError
 
 GOOD = """description = "two runs"
 dataset = "wmt17"
@@ -76,7 +77,10 @@ TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20
 def test_what_dumps_writes_tomllib_reads_back_the_same(values, description):
     text = configfile.dumps("wmt17", ["prepare", "train"], values, description)
     data = tomllib.loads(text)
-    assert data["settings"] == values and data.get("description", "") == description
+    # each value in its section, by its lower-case name (read here without the module)
+    assert {name: data[SECTION_OF[name]][name.lower()] for name in values} == values
+    config = configfile.from_data("x.toml", data)
+    assert dict(config.settings) == values and config.description == description
     assert data["dataset"] == "wmt17" and data["steps"] == ["prepare", "train"]
 
 
@@ -167,3 +171,135 @@ def test_save_config_writes_only_once_the_step_accepts_the_command(tmp_path, mon
     monkeypatch.setenv("TRAIN_ARGS", "--no-save-optimizer-state")
     assert recipes.main(argv) == 0
     assert configfile.load(str(saved)).settings["TRAIN_ARGS"] == "--no-save-optimizer-state"
+
+
+# ---- the sectioned form and runs as tables ---------------------------------------------------
+
+SECTIONED = """description = "two runs"
+dataset = "wmt17"
+steps = ["prepare", "sweep"]
+runs = [
+    { method = "deepnet", layers = 6, set = { lr = 0.004 } },
+    { method = "deepnet", layers = [18, 12] },
+    { method = "admin", layers = 6, set = { tokens_per_update = 4096, lr = 5e-4, seed = 2 } },
+]
+
+[where]
+size = "mini"
+
+[optim]
+lr = 0.004
+max_update = 1000
+"""
+
+
+def test_a_sectioned_file_gives_the_settings_and_runs_of_the_flat_form(tmp_path):
+    path = tmp_path / "x.toml"
+    path.write_text(SECTIONED)
+    config = configfile.load(str(path))
+    assert dict(config.settings) == {
+        "SIZE": "mini", "LR": "0.004", "MAX_UPDATE": "1000",
+        # a run's own settings in the order written: they name its directory
+        "RUNS": "deepnet:6:6:LR=0.004 deepnet:18:12 "
+                "admin:6:6:TOKENS_PER_UPDATE=4096:LR=0.0005:SEED=2"}
+    one_by_one = SECTIONED.replace('runs = [\n    { method = "deepnet", layers = 6, set = { lr = '
+                                   '0.004 } },\n', '').replace(
+        '    { method = "deepnet", layers = [18, 12] },\n    { method = "admin", layers = 6, '
+        'set = { tokens_per_update = 4096, lr = 5e-4, seed = 2 } },\n]\n', '')
+    one_by_one += ('[[runs]]\nmethod = "deepnet"\nlayers = 6\nset = { lr = 0.004 }\n'
+                   '[[runs]]\nmethod = "deepnet"\nlayers = [18, 12]\n'
+                   '[[runs]]\nmethod = "admin"\nlayers = 6\n'
+                   '[runs.set]\ntokens_per_update = 4096\nlr = 5e-4\nseed = 2\n')
+    path.write_text(one_by_one)
+    assert configfile.load(str(path)).settings == config.settings
+
+
+HEAD = 'dataset = "wmt17"\nsteps = ["sweep"]\n'
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[optim]\nsize = \"mini\"\n", "[optim] size is a setting of [where]"),
+    ("[optim]\nLR = 0.1\n", "[optim] LR is not a recipe setting (names in lower case"),
+    ("[optim]\nlrr = 0.1\n", "[optim] lrr is not a recipe setting"),
+    ("[where]\nwork = \"/tmp\"\n", "set DEEPNET_WORK in the environment"),
+    ("[run]\nretry = true\n", "flags are \"0\" or \"1\""),
+    ("optim = 3\n", "optim must be a table ([optim])"),
+    ("[settings]\nLR = \"0.1\"\n[optim]\nlr = 0.2\n", "LR is set twice"),
+    ("runs = [{ method = \"deepnet\", layers = 6 }]\n[sweep]\nruns = \"deepnet:6:6\"\n",
+     "the runs are given twice"),
+    ("runs = \"deepnet:6:6\"\n", "runs must be tables, one per run"),
+    ("runs = []\n", "runs must be tables, one per run"),
+    ("runs = [{ method = \"deepnet\", layers = 6, lr = 0.1 }]\n",
+     "run 1: unknown key(s) lr; a run has method, layers and set"),
+    ("runs = [{ layers = 6 }]\n", "run 1: method = None: a method's name"),
+    ("runs = [{ method = \"deepnet\", layers = true }]\n", "run 1: layers = True: a number"),
+    ("runs = [{ method = \"deepnet\", layers = [6] }]\n", "layers = [6]: a number of layers"),
+    ("runs = [{ method = \"deepnet\", layers = 6, set = 1 }]\n",
+     "run 1: set must be a table of settings"),
+    ("runs = [{ method = \"deepnet\", layers = 6, set = { SEED = 1 } }]\n",
+     "run 1: set.SEED is not a recipe setting"),
+    ("runs = [{ method = \"deepnet\", layers = 6, set = { train_args = \"--a b\" } }]\n",
+     "a run's own value has no spaces or ':'"),
+    ("runs = [{ method = \"deepnet\", layers = 6, set = { run_label = \"a:b\" } }]\n",
+     "a run's own value has no spaces or ':'"),
+])
+def test_every_mistake_of_the_sectioned_form_is_one_error_naming_the_file(tmp_path, text,
+                                                                          message):
+    path = tmp_path / "bad.toml"
+    path.write_text(HEAD + text)
+    with pytest.raises(SettingError, match=re.escape(message)) as refused:
+        configfile.load(str(path))
+    assert str(path) in str(refused.value)
+
+
+RUN_VALUES = st.one_of(st.integers(-5, 10 ** 6), st.floats(1e-6, 10.0), TEXT, st.booleans(),
+                       st.lists(st.integers(), max_size=2))
+RUNS = st.lists(st.fixed_dictionaries(
+    {"method": st.sampled_from(["deepnet", "post_ln"]),
+     "layers": st.one_of(st.integers(1, 100), st.lists(st.integers(-1, 100), min_size=1,
+                                                       max_size=3))},
+    optional={"set": st.dictionaries(st.sampled_from([n.lower() for n in NAMES] + ["LR"]),
+                                     RUN_VALUES, max_size=3)}), min_size=1, max_size=3)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(runs=RUNS)
+def test_any_runs_are_read_as_entries_the_sweep_splits_back_or_refused(runs):
+    """Whatever a file's runs hold, each becomes one sweep entry whose fields are the run's
+    (no value can split it into two entries or shift its fields), or the file is refused
+    naming it."""
+    try:
+        config = configfile.from_data("exp.toml", {"dataset": "wmt17", "steps": ["sweep"],
+                                                   "runs": runs})
+    except SettingError as err:
+        assert "exp.toml" in str(err)
+        return
+    entries = config.settings["RUNS"].split()
+    assert len(entries) == len(runs)
+    for entry, run in zip(entries, runs):
+        method, enc, dec, *own = entry.split(":")
+        layers = run["layers"] if isinstance(run["layers"], list) else [run["layers"]] * 2
+        assert (method, [int(enc), int(dec)]) == (run["method"], layers)
+        assert [kv.partition("=")[0] for kv in own] == [k.upper() for k in run.get("set", {})]
+
+
+def test_the_committed_configs_are_in_the_sectioned_form():
+    """configs/ shows the form the docs teach: no flat [settings] table, no compact RUNS."""
+    import glob
+
+    from support import REPO
+
+    for path in sorted(glob.glob(os.path.join(REPO, "configs", "*.toml"))):
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+        assert "settings" not in data and "runs" not in data.get("sweep", {}), path
+
+
+def test_the_toml_example_of_docs_running_md_reads_as_it_says():
+    from support import REPO
+
+    with open(os.path.join(REPO, "docs", "running.md"), encoding="utf-8") as handle:
+        block = re.search(r"```toml\n(.*?)```", handle.read(), re.S).group(1)
+    config = configfile.from_data("docs/running.md", tomllib.loads(block))
+    assert dict(config.settings) == {"SIZE": "mini", "RUNS": "deepnet:6:6:LR=0.004 "
+                                                             "deepnet:18:18:LR=0.002:SEED=2"}

@@ -49,8 +49,8 @@ def _run_spec(cfg: Settings, env: Mapping[str, str], method: str, n: str, m: str
     """One run's settings, resolved from the sweep's inputs with its entry on top (each value
     recorded as coming from that entry), and its training command built as a dry run, so that
     what the command refuses (a TRAIN_ARGS option the recipe sets) is refused here."""
-    source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}" if cfg.optional.sweep.runs
-              else f"sweep METHODS x DEPTHS {method} x {n}")
+    source = (f"sweep RUNS entry {':'.join([method, n, m, *overrides])}"
+              if cfg.optional.sweep.runs else f"sweep METHODS x DEPTHS {method} x {n}")
     run = {**{key: value for key, _, value in (kv.partition("=") for kv in overrides)},
            "METHOD": method, "ENC_LAYERS": n, "DEC_LAYERS": m, "RUN_NAME": name,
            "RUN_LABEL": run_label(method, overrides)}
@@ -72,6 +72,30 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     re-running it skips finished runs.
     """
     where = paths(cfg)
+    specs, names, run_cfgs = _resolve_runs(cfg, env)
+    if dry_run:
+        for name in names:
+            state = (status_of(os.path.join(where["RUNS_DIR"], name)) or {}).get("status", "new")
+            print(f"{name}: {state}")
+        return 0
+    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
+        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
+                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+    data_otherwise(cfg)  # before any run: each would be refused alike
+    write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
+                 {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
+                  "runs": names})
+    for spec, name, run_cfg in zip(specs, names, run_cfgs):
+        code = _train_and_evaluate(cfg, env, spec, name, run_cfg)
+        if signal_of(code):
+            return code
+    _report(cfg, where)
+    return 0
+
+
+def _resolve_runs(cfg: Settings, env: Mapping[str, str]):
+    """(entries, run names, run settings) of the sweep, every run's settings resolved and
+    checked before any trains; the problems of all of them in one refusal."""
     specs = sweep_specs(cfg)
     if not specs:
         raise SettingError("nothing to run: set METHODS and DEPTHS, or RUNS")
@@ -86,52 +110,51 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if problems:
         raise SettingError("the sweep trains nothing until every run's settings are right:\n"
                            + "\n".join(problems))
-    if dry_run:
-        for name in names:
-            state = (status_of(os.path.join(where["RUNS_DIR"], name)) or {}).get("status", "new")
-            print(f"{name}: {state}")
+    return specs, names, run_cfgs
+
+
+def _train_and_evaluate(cfg: Settings, env: Mapping[str, str], spec, name: str,
+                        run_cfg: Settings) -> int:
+    """One run of the sweep: its exit status when a signal stopped it (the sweep stops too),
+    else 0 whatever became of it (failed, diverged, not evaluated: logged, and the sweep goes
+    on)."""
+    method, n, m, overrides = spec
+    runs_dir = paths(cfg)["RUNS_DIR"]
+    try:
+        code = train(run_cfg, env)
+    except (SettingError, Busy, NotOurs) as err:
+        # stopped before training (a bad setting for this run, a run held elsewhere)
+        log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
+        # a run without a status gets one; one whose status cannot be read keeps it
+        # (train's refusal names it)
+        if not isinstance(err, Busy) and not os.path.lexists(
+                os.path.join(runs_dir, name, "status.json")):
+            write_record(os.path.join(make_dirs(os.path.join(runs_dir, name)), "status.json"),
+                         "status",
+                         {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
+                          "decoder_layers": int(m), "label": run_label(method, overrides),
+                          "status": "failed", "reason": f"stopped before training: {err}"})
         return 0
-    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
-                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
-    data_otherwise(cfg)  # before any run: each would be refused alike
-    write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
-                 {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                  "runs": names})
-    for (method, n, m, overrides), name, run_cfg in zip(specs, names, run_cfgs):
-        label = run_label(method, overrides)
-        try:
-            code = train(run_cfg, env)
-        except (SettingError, Busy, NotOurs) as err:
-            # stopped before training (a bad setting for this run, a run held elsewhere)
-            log(cfg, "sweep", f"{name}: failed before training: {err}; going on")
-            # a run without a status gets one; one whose status cannot be read keeps it
-            # (train's refusal names it)
-            if not isinstance(err, Busy) and not os.path.lexists(
-                    os.path.join(where["RUNS_DIR"], name, "status.json")):
-                write_record(os.path.join(make_dirs(os.path.join(where["RUNS_DIR"], name)),
-                                          "status.json"), "status",
-                             {"dataset": cfg.dataset, "method": method, "encoder_layers": int(n),
-                              "decoder_layers": int(m), "label": label, "status": "failed",
-                              "reason": f"stopped before training: {err}"})
-            continue
-        if signal_of(code):
-            log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
-            return code
-        if code == 0:
-            try:
-                code = evaluate(run_cfg, env)
-            except (SettingError, Busy) as err:  # Busy: another process holds the run
-                log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
-                continue
-            if signal_of(code):
-                return code
-            if code:
-                log(cfg, "sweep", f"{name}: evaluation failed (see {where['RUNS_DIR']}/{name}/"
-                                  "evaluate.log); going on")
-        else:
-            log(cfg, "sweep", f"{name}: not evaluated "
-                              f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
+    if signal_of(code):
+        log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
+        return code
+    if code:
+        log(cfg, "sweep", f"{name}: not evaluated "
+                          f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
+        return 0
+    try:
+        code = evaluate(run_cfg, env)
+    except (SettingError, Busy) as err:  # Busy: another process holds the run
+        log(cfg, "sweep", f"{name}: not evaluated: {err}; going on")
+        return 0
+    if code and not signal_of(code):
+        log(cfg, "sweep", f"{name}: evaluation failed (see {runs_dir}/{name}/evaluate.log); "
+                          "going on")
+    return code if signal_of(code) else 0
+
+
+def _report(cfg: Settings, where) -> None:
+    """The sweep's results table, in its own results directory."""
     results_dir(cfg.dataset, where)
     # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
     stalled = [] if cfg.declaration.multilingual else ["--data", where["BIN"]]
@@ -139,4 +162,3 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     # replaced by each sweep
     report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],
                  "--force", *stalled])
-    return 0

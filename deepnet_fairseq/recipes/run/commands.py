@@ -122,7 +122,11 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     extra = train_args_of(cfg)
     check_train_args(extra, args)
     args += extra  # last: options the recipe does not set
+    return _launched(layout, args, python)
 
+
+def _launched(layout: Layout, args: List[str], python: str) -> List[str]:
+    """fairseq-train's ARGS as the layout's launcher starts them on this node."""
     # fairseq-train, or fairseq_train_compat (fairseq-train's cli_main with its fixes) where
     # fairseq 0.12 alone fails: several CPU processes under torchrun, bf16 off TPUs, fp16 on
     # CPU; and under every torchrun, whose workers it makes die with torchrun

@@ -169,62 +169,17 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     """Processes, launcher, batch split, precision and memory plan of a training run (no side
     effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""
     device = cfg.text.where.device
-    gpus, gpus_from = count_gpus(env, probe) if device == "cuda" else (0, "DEVICE=cpu")
-    nnodes = cfg.processes.nnodes
-    if nnodes < 1:
-        raise SettingError("NNODES must be at least 1")
-    nproc = cfg.processes.nproc  # checked where it was resolved: >= 1, or auto
-    if nproc == "auto":
-        nproc = gpus if device == "cuda" else 1
-    if device == "cuda" and nproc > gpus:
-        raise SettingError(f"NPROC={nproc} processes per node but only {gpus} GPU(s) visible "
-                           f"({gpus_from})")
+    gpus, gpus_from, nnodes, nproc = _processes(cfg, env, device, probe)
     world = nnodes * nproc
-
-    launcher = cfg.text.processes.launcher
-    in_slurm = bool(env.get("SLURM_JOB_ID"))
-    if launcher == "auto":
-        launcher = "srun" if in_slurm and nnodes > 1 else "torchrun" if world > 1 else "none"
-    if launcher == "none" and world > 1:
-        raise SettingError(f"LAUNCHER=none starts one process; NNODES x NPROC = {world} needs "
-                           "torchrun or srun")
-    if launcher == "srun" and not in_slurm:
-        raise SettingError("LAUNCHER=srun works inside a SLURM allocation (sbatch or salloc); "
-                           "no SLURM_JOB_ID is set")
-
-    node_rank, master_addr, master_port = 0, None, None
-    if launcher == "torchrun" and nnodes > 1:
-        missing = [name for name in ("NODE_RANK", "MASTER_ADDR") if name not in cfg]
-        if missing:
-            raise SettingError(
-                f"NNODES={nnodes} with torchrun: set {' and '.join(missing)} on every node "
-                "(NODE_RANK=0 on the node at MASTER_ADDR, 1 ... NNODES-1 on the others; "
-                "MASTER_ADDR the address of node 0, the same everywhere); a node without "
-                "NODE_RANK is never assumed to be rank 0")
-        node_rank = cfg.processes.node_rank
-        if node_rank >= nnodes:
-            raise SettingError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}")
-        master_addr, master_port = cfg.text.processes.master_addr, cfg.processes.master_port
-    elif launcher == "srun":
-        master_port = cfg.processes.master_port  # fairseq's --distributed-port under SLURM
-
+    launcher, node_rank, master_addr, master_port = _launcher(cfg, env, nnodes, world)
     precision = cfg.text.machine.precision  # fp16 on CPU: fairseq_train_compat lifts its CUDA calls
     max_tokens, wanted = cfg.machine.max_tokens, cfg.optim.tokens_per_update
     if max_tokens < 1:
         raise SettingError("MAX_TOKENS must be at least 1")
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
-    layers = cfg.run.enc_layers + cfg.run.dec_layers
-    forced = {"1": True, "0": False}.get(cfg.text.machine.checkpoint_activations)
-    if forced is not False:
-        refusal = checkpointing_refused(cfg.text.run.method)
-        if refusal and forced:
-            raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="
-                               f"{cfg.text.run.method}: {refusal}; set CHECKPOINT_ACTIVATIONS=0 or "
-                               f"auto (or reduce MAX_TOKENS to save memory)")
-        if refusal:
-            forced = False
+    forced = _checkpointing_forced(cfg)
     checkpointing = forced if forced is not None else \
-        layers >= cfg.machine.checkpoint_activations_from
+        cfg.run.enc_layers + cfg.run.dec_layers >= cfg.machine.checkpoint_activations_from
     memory, memory_unknown = None, ""
     if device == "cuda":
         card = cfg.machine.gpu_memory_gb if "GPU_MEMORY_GB" in cfg else memory_probe()
@@ -244,3 +199,62 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
     return Layout(device, gpus, gpus_from, nnodes, nproc, node_rank, launcher, master_addr,
                   master_port, update_freq, max_tokens * world * update_freq, precision,
                   checkpointing, max_tokens, memory, memory_unknown)
+
+
+def _processes(cfg: Settings, env: Mapping[str, str], device: str,
+               probe: Optional[Callable[[], int]]):
+    """(GPUs visible, what says so, nodes, processes per node)."""
+    gpus, gpus_from = count_gpus(env, probe) if device == "cuda" else (0, "DEVICE=cpu")
+    nnodes = cfg.processes.nnodes
+    if nnodes < 1:
+        raise SettingError("NNODES must be at least 1")
+    nproc = cfg.processes.nproc  # checked where it was resolved: >= 1, or auto
+    if nproc == "auto":
+        nproc = gpus if device == "cuda" else 1
+    if device == "cuda" and nproc > gpus:
+        raise SettingError(f"NPROC={nproc} processes per node but only {gpus} GPU(s) visible "
+                           f"({gpus_from})")
+    return gpus, gpus_from, nnodes, nproc
+
+
+def _launcher(cfg: Settings, env: Mapping[str, str], nnodes: int, world: int):
+    """(launcher, this node's rank, master address, master port) of WORLD processes."""
+    launcher = cfg.text.processes.launcher
+    in_slurm = bool(env.get("SLURM_JOB_ID"))
+    if launcher == "auto":
+        launcher = "srun" if in_slurm and nnodes > 1 else "torchrun" if world > 1 else "none"
+    if launcher == "none" and world > 1:
+        raise SettingError(f"LAUNCHER=none starts one process; NNODES x NPROC = {world} needs "
+                           "torchrun or srun")
+    if launcher == "srun" and not in_slurm:
+        raise SettingError("LAUNCHER=srun works inside a SLURM allocation (sbatch or salloc); "
+                           "no SLURM_JOB_ID is set")
+    if launcher == "srun":
+        return launcher, 0, None, cfg.processes.master_port  # fairseq's --distributed-port
+    if launcher != "torchrun" or nnodes == 1:
+        return launcher, 0, None, None
+    missing = [name for name in ("NODE_RANK", "MASTER_ADDR") if name not in cfg]
+    if missing:
+        raise SettingError(
+            f"NNODES={nnodes} with torchrun: set {' and '.join(missing)} on every node "
+            "(NODE_RANK=0 on the node at MASTER_ADDR, 1 ... NNODES-1 on the others; "
+            "MASTER_ADDR the address of node 0, the same everywhere); a node without "
+            "NODE_RANK is never assumed to be rank 0")
+    node_rank = cfg.processes.node_rank
+    if node_rank >= nnodes:
+        raise SettingError(f"NODE_RANK={node_rank} must be below NNODES={nnodes}")
+    return launcher, node_rank, cfg.text.processes.master_addr, cfg.processes.master_port
+
+
+def _checkpointing_forced(cfg: Settings) -> Optional[bool]:
+    """Activation checkpointing as CHECKPOINT_ACTIVATIONS forces it (True, False), None for
+    auto; False for a method whose layers cannot have it, refused when forced on."""
+    forced = {"1": True, "0": False}.get(cfg.text.machine.checkpoint_activations)
+    if forced is False:
+        return False
+    refusal = checkpointing_refused(cfg.text.run.method)
+    if refusal and forced:
+        raise SettingError(f"CHECKPOINT_ACTIVATIONS=1 cannot be used with METHOD="
+                           f"{cfg.text.run.method}: {refusal}; set CHECKPOINT_ACTIVATIONS=0 or "
+                           f"auto (or reduce MAX_TOKENS to save memory)")
+    return False if refusal else forced

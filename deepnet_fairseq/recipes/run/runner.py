@@ -283,8 +283,8 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     make_dirs(where["TENSORBOARD"])  # the same for fairseq's TensorBoard event files
     suffix = layout.node_suffix
     number = _next_attempt(attempts, suffix)
-    attempt_log = os.path.join(attempts, f"attempt-{number}{suffix}.log")
-    train_log = os.path.join(run_dir, f"train{suffix}.log")
+    logs = [os.path.join(attempts, f"attempt-{number}{suffix}.log"),
+            os.path.join(run_dir, f"train{suffix}.log")]  # this attempt's, the run's
     meta = {"dataset": cfg.dataset, "method": cfg.text.run.method,
             "encoder_layers": cfg.run.enc_layers, "decoder_layers": cfg.run.dec_layers,
             "label": cfg.text.run.run_label, "seed": cfg.run.seed, "launcher": layout.launcher,
@@ -292,17 +292,12 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
             "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
-        for stale in _stale_temporaries(run_dir):
-            remove_file(stale)
-            log(cfg, "train", f"{name}: removed {stale}, left by an interrupted attempt")
-        repaired = repair_last_checkpoint(where["CHECKPOINTS"])
-        if repaired:
-            log(cfg, "train", f"{name}: {repaired}")
+        _clean_up_after_an_interruption(cfg, name, where)
     updates, epochs = training_done(where["CHECKPOINTS"])
     reached = limit_reached(cfg, updates, epochs)
     if reached:
         return _ended_at(cfg, layout, {**meta, "attempt": number - 1, "num_updates": updates},
-                         train_log, reached)
+                         logs[1], reached)
     if layout.is_rank0:
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
@@ -312,11 +307,37 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
                      {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
     header = (f"{HEADER}{number}{f' (node {layout.node_rank})' if suffix else ''}, "
               f"{_now()}, {socket.gethostname()}: {one_line(shlex.join(command))}\n")
-    for path in (attempt_log, train_log):
+    for path in logs:
         _append(path, header)
-    log(cfg, "train", f"{name}: attempt {number}, log {train_log} (live)")
+    log(cfg, "train", f"{name}: attempt {number}, log {logs[1]} (live)")
+    code, signum, watch = _run_fairseq(cfg, env, command, logs, lock)
+    ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
+    for path in logs:
+        _append(path, f"{HEADER}{number} ended {_now()}: {ending}\n")
+    if not layout.is_rank0:
+        log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
+                          "the status")
+        return interrupted(signum) if signum else (0 if code == 0 else EXIT["failed"])
+    return _record_end(cfg, meta, logs, code, signum, watch)
 
-    watch = runlog.DivergenceWatch(_vocab_size(where["BIN"]), cfg.optim.warmup,
+
+def _clean_up_after_an_interruption(cfg: Settings, name: str, where) -> None:
+    """What an interrupted attempt left: its temporaries removed, an unreadable
+    checkpoint_last.pt replaced by the newest readable update checkpoint."""
+    for stale in _stale_temporaries(where["RUN_DIR"]):
+        remove_file(stale)
+        log(cfg, "train", f"{name}: removed {stale}, left by an interrupted attempt")
+    repaired = repair_last_checkpoint(where["CHECKPOINTS"])
+    if repaired:
+        log(cfg, "train", f"{name}: {repaired}")
+
+
+def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs: List[str],
+                 lock: RunLock):
+    """(exit code, signal, divergence watch) of the training COMMAND, its output into LOGS
+    line by line, validation lines and a progress line every PROGRESS_EVERY_S on stderr."""
+    name = cfg.text.run.run_name
+    watch = runlog.DivergenceWatch(_vocab_size(paths(cfg)["BIN"]), cfg.optim.warmup,
                                    cfg.run.stop_diverged)
     progress = runlog.Progress(cfg.optim.max_update)
 
@@ -333,27 +354,28 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     done = threading.Event()
     threading.Thread(target=every_so_often, args=(done,), daemon=True).start()
     try:
-        code, signum = run_forwarding(command, train_environment(env), [attempt_log, train_log],
-                                      echo, pass_fds=(lock.fd,))
+        code, signum = run_forwarding(command, train_environment(env), logs, echo,
+                                      pass_fds=(lock.fd,))
     finally:
         done.set()
     log(cfg, "train", f"{name}: {progress.line()}")
-    ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
-    for path in (attempt_log, train_log):
-        _append(path, f"{HEADER}{number} ended {_now()}: {ending}\n")
-    if not layout.is_rank0:
-        log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
-                          "the status")
-        return interrupted(signum) if signum else (0 if code == 0 else EXIT["failed"])
-    with open(attempt_log, encoding="utf-8", errors="replace") as handle:
+    return code, signum, watch
+
+
+def _record_end(cfg: Settings, meta: dict, logs: List[str], code: int, signum: Optional[int],
+                watch) -> int:
+    """Rank 0's verdict on the attempt (its own log, or the divergence watch that stopped
+    it) into status.json; the step's exit status."""
+    run_dir = paths(cfg)["RUN_DIR"]
+    with open(logs[0], encoding="utf-8", errors="replace") as handle:
         result = watch.stopped if watch.stopped and not signum else classify(
-            handle.read(), code, _vocab_size(where["BIN"]), cfg.optim.warmup,
+            handle.read(), code, _vocab_size(paths(cfg)["BIN"]), cfg.optim.warmup,
             signal.Signals(signum).name if signum else None)
     write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})
     state = result["status"]
-    log(cfg, "train", f"{name}: {state.upper() if state != 'ok' else state}"
+    log(cfg, "train", f"{cfg.text.run.run_name}: {state.upper() if state != 'ok' else state}"
                       f"{': ' + result['reason'] if result['reason'] else ''} "
-                      f"(see {run_dir}/status.json, {train_log})")
+                      f"(see {run_dir}/status.json, {logs[1]})")
     return interrupted(signum) if state == "interrupted" else EXIT[state]
 
 

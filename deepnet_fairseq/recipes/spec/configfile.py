@@ -1,18 +1,29 @@
 """Experiments as files: a TOML file names a dataset, the steps to run and the settings that
-make the experiment, so that what ``results/`` reports can be run again as it is::
+make the experiment, in the sections of the resolved settings (``settings.SECTIONS``: the
+headings of ``--help``), names in lower case, and its runs as tables (``runs``, a list of
+them, or ``[[runs]]`` one by one), so that what ``results/`` reports can be run again as it
+is::
 
     # configs/depth-transfer.toml
     description = "the peak learning rate across depth, Multi30k, SIZE=mini"
     dataset = "wmt17"
     steps = ["prepare", "sweep"]
+    runs = [  # layers: per side, or [encoder, decoder]; set: the run's own settings
+        { method = "deepnet", layers = 6, set = { lr = 0.004 } },
+        { method = "deepnet", layers = [18, 18], set = { lr = 0.002 } },
+    ]
 
-    [settings]
-    SIZE = "mini"
-    SOURCE = "multi30k"
-    RUNS = "deepnet:6:6:LR=0.004 deepnet:18:18:LR=0.002"
+    [where]
+    size = "mini"
+
+    [data]
+    source = "multi30k"
 
 ``python -m deepnet_fairseq.recipes run FILE`` runs it; ``python -m deepnet_fairseq.recipes
 DATASET STEP --save-config FILE`` writes the settings a command was given as such a file.
+The runs may also be the sweep's compact shorthand (``[sweep] runs = "deepnet:6:6:LR=0.004
+deepnet:18:18:LR=0.002"``, as ``RUNS`` on the command line), and a file of the earlier flat
+form (one ``[settings]`` table, upper-case names) still reads.
 
 The file holds the experiment, the machine says where it runs: the settings are the ones of
 ``settings.SETTINGS`` (values as strings, or numbers), except where to write and which Python
@@ -27,10 +38,11 @@ from typing import Dict, Mapping, Sequence, Tuple
 
 from ...storage.fileio import NotRegularFile, open_regular, write_atomically
 from ..datasets import DATASETS
-from .settings import SETTINGS, SettingError
+from .settings import SECTION_OF, SECTIONS, SETTINGS, SettingError
 
 STEPS = ("prepare", "train", "evaluate", "sweep")
-KEYS = {"description", "dataset", "steps", "settings"}
+KEYS = {"description", "dataset", "steps", "runs", *SECTIONS,
+        "settings"}  # settings: the earlier flat form
 
 
 @dataclass(frozen=True)
@@ -82,23 +94,108 @@ def from_data(path: str, data: dict) -> ConfigFile:
             or any(not isinstance(step, str) or step not in STEPS for step in steps)):
         raise SettingError(f"{path}: steps = {steps!r}: a list of {', '.join(STEPS)}, run in "
                            "the order given")
-    table = data.get("settings", {})
-    if not isinstance(table, dict):
-        raise SettingError(f"{path}: settings must be a table ([settings])")
-    values: Dict[str, str] = {}
-    for name, value in table.items():
-        if name not in SETTINGS:
-            raise SettingError(f"{path}: {name} is not a recipe setting (python -m "
-                               "deepnet_fairseq.recipes --help lists them)")
-        if SETTINGS[name].prefix_only:
-            raise SettingError(f"{path}: {name} says where this machine writes or which Python "
-                               f"it runs, not what the experiment is: set DEEPNET_{name} in "
-                               "the environment instead")
-        values[name] = _value(path, name, value)
+    values = _flat_settings(path, data.get("settings", {}))
+    for section in SECTIONS:
+        for name, value in _section(path, section, data.get(section, {})).items():
+            if name in values:
+                raise SettingError(f"{path}: {name} is set twice ([settings] and [{section}])")
+            values[name] = value
+    if "runs" in data:
+        if "RUNS" in values:
+            raise SettingError(f"{path}: the runs are given twice ([[runs]] and runs = "
+                               "\"...\" in [sweep]); keep one")
+        values["RUNS"] = " ".join(_run_entry(path, number, run) for number, run in
+                                  enumerate(_tables(path, "runs", data["runs"]), 1))
     description = data.get("description", "")
     if not isinstance(description, str):
         raise SettingError(f"{path}: description must be a string")
     return ConfigFile(path, dataset, tuple(steps), values, description)
+
+
+def _setting(path: str, name: str, value, where: str) -> str:
+    """The text of setting NAME given in the file at WHERE; refused: an unknown name, one that
+    says where this machine writes, a value that is no string or number."""
+    if name not in SETTINGS:
+        raise SettingError(f"{path}: {where}: {name} is not a recipe setting (python -m "
+                           "deepnet_fairseq.recipes --help lists them)")
+    if SETTINGS[name].prefix_only:
+        raise SettingError(f"{path}: {name} says where this machine writes or which Python "
+                           f"it runs, not what the experiment is: set DEEPNET_{name} in "
+                           "the environment instead")
+    return _value(path, name, value)
+
+
+def _flat_settings(path: str, table) -> Dict[str, str]:
+    """The earlier form: one [settings] table of upper-case names."""
+    if not isinstance(table, dict):
+        raise SettingError(f"{path}: settings must be a table ([settings])")
+    return {name: _setting(path, name, value, "[settings]") for name, value in table.items()}
+
+
+def _section(path: str, section: str, table) -> Dict[str, str]:
+    """{NAME: text} of the [SECTION] table: lower-case names of that section's settings."""
+    if not isinstance(table, dict):
+        raise SettingError(f"{path}: {section} must be a table ([{section}])")
+    values = {}
+    for key, value in table.items():
+        name = key.upper() if key == key.lower() else None  # TOML keys are strings
+        if name not in SETTINGS:
+            raise SettingError(f"{path}: [{section}] {key} is not a recipe setting (names in "
+                               "lower case: python -m deepnet_fairseq.recipes --help lists "
+                               "them)")
+        if SECTION_OF[name] != section:
+            raise SettingError(f"{path}: [{section}] {key} is a setting of "
+                               f"[{SECTION_OF[name]}]")
+        values[name] = _setting(path, name, value, f"[{section}]")
+    return values
+
+
+def _tables(path: str, key: str, value) -> list:
+    if not isinstance(value, list) or not value or \
+            not all(isinstance(item, dict) for item in value):
+        raise SettingError(f"{path}: {key} must be tables, one per run (runs = [{{ method = "
+                           "..., layers = ... }}, ...] or [[runs]])")
+    return value
+
+
+RUN_KEYS = ("method", "layers", "set")
+
+
+def _run_entry(path: str, number: int, run: dict) -> str:
+    """One [[runs]] table as the sweep's entry METHOD:ENC:DEC:KEY=VALUE..., which the sweep
+    checks as any RUNS entry (a known method, depths of at least 1, settings a run may set)."""
+    where = f"run {number}"
+    unknown = sorted(map(str, set(run) - set(RUN_KEYS)))
+    if unknown:
+        raise SettingError(f"{path}: {where}: unknown key(s) {', '.join(unknown)}; a run has "
+                           "method, layers and set (its own settings)")
+    method, layers = run.get("method"), run.get("layers")
+    if not isinstance(method, str):
+        raise SettingError(f"{path}: {where}: method = {method!r}: a method's name")
+    if isinstance(layers, int) and not isinstance(layers, bool):
+        layers = [layers, layers]
+    if not (isinstance(layers, list) and len(layers) == 2 and all(
+            isinstance(n, int) and not isinstance(n, bool) for n in layers)):
+        raise SettingError(f"{path}: {where}: layers = {run.get('layers')!r}: a number of "
+                           "layers per side, or [encoder, decoder]")
+    own = run.get("set", {})
+    if not isinstance(own, dict):
+        raise SettingError(f"{path}: {where}: set must be a table of settings")
+    # one table in the order written, not one per section: the order names the run
+    # (deepnet-6L-6L+LR=0.004+MAX_TOKENS=4096), so that a file says which directory it is
+    fields = [method, str(layers[0]), str(layers[1])]
+    for key, value in own.items():
+        name = key.upper() if key == key.lower() else None
+        if name not in SETTINGS:
+            raise SettingError(f"{path}: {where}: set.{key} is not a recipe setting (names in "
+                               "lower case: python -m deepnet_fairseq.recipes --help lists "
+                               "them)")
+        text = _setting(path, name, value, where)
+        if any(char.isspace() or char == ":" for char in text):
+            raise SettingError(f"{path}: {where}: {key} = {text!r}: a run's own value has no "
+                               "spaces or ':' (they separate a sweep's entries)")
+        fields.append(f"{name}={text}")
+    return ":".join(fields)
 
 
 def toml_string(text: str) -> str:
@@ -119,11 +216,15 @@ def toml_string(text: str) -> str:
 
 def dumps(dataset: str, steps: Sequence[str], settings: Mapping[str, str],
           description: str = "") -> str:
-    """The TOML text of an experiment."""
+    """The TOML text of an experiment, its settings in their sections."""
     lines = [f"description = {toml_string(description)}"] if description else []
     lines += [f"dataset = {toml_string(dataset)}",
-              f"steps = [{', '.join(map(toml_string, steps))}]", "", "[settings]"]
-    lines += [f"{name} = {toml_string(settings[name])}" for name in sorted(settings)]
+              f"steps = [{', '.join(map(toml_string, steps))}]"]
+    for section, names in SECTIONS.items():
+        given = [name for name in names if name in settings]
+        if given:
+            lines += ["", f"[{section}]"]
+            lines += [f"{name.lower()} = {toml_string(settings[name])}" for name in given]
     return "\n".join(lines) + "\n"
 
 

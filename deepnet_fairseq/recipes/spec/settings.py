@@ -682,11 +682,28 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     if problems:
         raise SettingError("\n".join(problems))
     cfg = Settings(dataset, repo, given=dict(given or {}), per_run=frozenset(run or ()))
+    _set_given(cfg, env, run or {})
+    _default(cfg, "SIZE")
+    _default(cfg, "DEVICE")
+    _set_device(cfg, env, probe)
+    deferred = _method_training(cfg)
+    _load_presets(cfg)
+    _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
+    _derive(cfg, env)
+    check_ranges(cfg)
+    check_read(cfg)
+    cfg.freeze()  # resolved once: the steps read it, nothing changes it
+    return cfg
+
+
+def _set_given(cfg: Settings, env: Mapping[str, str], run: Mapping[str, Tuple[str, str]]):
+    """What was given, first match first: the environment, the sweep's run entry, the config
+    file (below the environment, with a note where the environment wins)."""
     for name in SETTINGS:
         found = from_env(env, name)
         if found:
             cfg.set(name, *found)
-    for name, (value, source) in (run or {}).items():
+    for name, (value, source) in run.items():
         cfg.set(name, value, source)
     for name, (value, source) in cfg.given.items():
         if name not in cfg:
@@ -699,20 +716,27 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
             cfg.notes.append(f"{name} is set in the environment but not read (systems predefine "
                              f"it); the recipes read {PREFIX}{name}")
 
-    def default(name):
-        if name not in cfg and SETTINGS[name].default is not None:
-            cfg.set(name, SETTINGS[name].default, "default")
 
-    default("SIZE")
-    default("DEVICE")
-    if cfg.text.where.device != "cpu":
-        gpus, said = count_gpus(env, probe)
-        if cfg.text.where.device == "cuda" and gpus == 0:
-            raise SettingError(f"DEVICE=cuda but no GPU is visible ({said}); use DEVICE=cpu "
-                               "(smoke size) or run where a GPU is")
-        if cfg.text.where.device == "auto":
-            cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
+def _default(cfg: Settings, name: str) -> None:
+    if name not in cfg and SETTINGS[name].default is not None:
+        cfg.set(name, SETTINGS[name].default, "default")
 
+
+def _set_device(cfg: Settings, env: Mapping[str, str], probe) -> None:
+    """DEVICE=auto as the GPUs visible decide; DEVICE=cuda without one refused."""
+    if cfg.text.where.device == "cpu":
+        return
+    gpus, said = count_gpus(env, probe)
+    if cfg.text.where.device == "cuda" and gpus == 0:
+        raise SettingError(f"DEVICE=cuda but no GPU is visible ({said}); use DEVICE=cpu "
+                           "(smoke size) or run where a GPU is")
+    if cfg.text.where.device == "auto":
+        cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
+
+
+def _load_presets(cfg: Settings) -> None:
+    """The presets below what was given, first to set a name wins: the size, the dataset,
+    the model width, the machine; then the declared defaults."""
     def load(preset):
         for name, value in preset.values.items():
             if name not in cfg:
@@ -724,20 +748,13 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
                                + (" or full" if setting == "SIZE" else ""))
         return table[cfg[setting]]
 
-    deferred = _method_training(cfg)
     if cfg.text.where.size != "full":
         load(choose(presets.SIZES, "SIZE"))
-    load(DATASETS[dataset].preset)
+    load(DATASETS[cfg.dataset].preset)
     load(choose(presets.MODELS, "MODEL"))
     load(presets.MACHINES[cfg.text.where.device])
     for name in SETTINGS:
-        default(name)
-    _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
-    _derive(cfg, env)
-    check_ranges(cfg)
-    check_read(cfg)
-    cfg.freeze()  # resolved once: the steps read it, nothing changes it
-    return cfg
+        _default(cfg, name)
 
 
 RANGES: Dict[str, Tuple[Optional[float], Optional[float], bool]] = {
