@@ -116,10 +116,9 @@ def gpu_memory_gb() -> Optional[float]:
 
 
 def dictionary_size(cfg: Settings) -> int:
-    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for a
-    multilingual dataset one language token per language (OPUS-100: about 100); a few entries
-    either way change little."""
-    return cfg.int("VOCAB") + 4 + (100 if cfg.declaration.multilingual else 0)
+    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and the language
+    tokens its dataset's task adds."""
+    return cfg.int("VOCAB") + 4 + cfg.declaration.task.language_tokens
 
 
 # what every CPU process holds whatever its batch, in bytes a parameter: fp32 weights, their
@@ -282,25 +281,27 @@ def paths(cfg: Settings) -> dict:
             "RESULTS": os.path.join(work, "results")}
 
 
+def prepare_first(cfg: Settings) -> str:
+    """How a step refused for want of prepared data tells the user to prepare it: the dataset's
+    script where the checkout has one (scripts/<dataset>/ is optional), else the program."""
+    script = f"scripts/{cfg.dataset}/prepare.sh"
+    if not os.path.isfile(os.path.join(cfg.repo, script)):
+        script = f"python -m deepnet_fairseq.recipes {cfg.dataset} prepare"
+    return f"run {script} first (same SIZE and DEEPNET_WORK)"
+
+
 def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
     path = os.path.join(paths(cfg)["BIN"], name)
     if os.path.isfile(path):
         return open(path, encoding="utf-8").read().strip()
     if dry_run:
         return f"<{name} of prepare.sh>"
-    raise SettingError(f"no {path}; run scripts/{cfg.dataset}/prepare.sh first "
-                       "(same SIZE and DEEPNET_WORK)")
+    raise SettingError(f"no {path}; {prepare_first(cfg)}")
 
 
 def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
     """fairseq-train's task options for the dataset."""
-    if cfg.declaration.multilingual:
-        return ["--task", "translation_multi_simple_epoch",
-                "--langs", _bin_list(cfg, "langs.txt", dry_run),
-                "--lang-pairs", _bin_list(cfg, "lang_pairs.txt", dry_run),
-                "--encoder-langtok", "src", "--decoder-langtok",
-                "--sampling-method", "temperature", "--sampling-temperature", cfg["TEMPERATURE"]]
-    return ["--task", "translation", "--source-lang", cfg["SRC"], "--target-lang", cfg["TGT"]]
+    return cfg.declaration.task.train_args(cfg, lambda name: _bin_list(cfg, name, dry_run))
 
 
 def method_args(cfg: Settings) -> List[str]:
@@ -608,16 +609,15 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     from ... import USER_DIR
 
     where = paths(cfg)
-    if cfg.declaration.multilingual:
-        directions = _bin_list(cfg, "lang_pairs.txt", dry_run)
-        task = ["--task", "translation_multi_simple_epoch",
-                "--langs", _bin_list(cfg, "langs.txt", dry_run), "--lang-pairs", directions,
-                "--encoder-langtok", "src", "--decoder-langtok"]
-    else:
-        directions, task = f"{cfg['SRC']}-{cfg['TGT']}", []
+    declared = cfg.declaration.task
+
+    def read(name):
+        return _bin_list(cfg, name, dry_run)
+
+    directions, task = declared.directions(cfg, read), declared.generate_args(cfg, read)
     score = (["--tokenized-bleu"] if cfg.flag("TOKENIZED_BLEU") else []) + \
         (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else []) + \
-        (["--multilingual"] if cfg.declaration.multilingual else [])  # its declaration says
+        (["--multilingual"] if declared.language_tokens else [])  # fairseq sizes those
     generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
                 "--beam", cfg["BEAM"], "--lenpen", cfg["LENPEN"], "--max-len-a", cfg["MAX_LEN_A"],
                 "--max-len-b", cfg["MAX_LEN_B"], "--max-tokens", str(cfg.int("MAX_TOKENS") * 2),

@@ -35,8 +35,8 @@ from .lengths import refuse_too_long, refuse_too_long_to_evaluate
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
 from .launch import (PER_TENSOR_OPTIONS, evaluate_command, machine_memory_gb, machine_problem,
-                     method_args, paths, peak_lr, plan_layout, task_args, train_command,
-                     train_environment)
+                     method_args, paths, peak_lr, plan_layout, prepare_first, task_args,
+                     train_command, train_environment)
 from ..spec.settings import (DATA, TRAINED, SettingError, Settings, affecting, changed,
                              check_run_entry, resolve, run_label, run_name)
 from ...storage.fileio import (RecordError, copy_file, describe_os_error, move, open_no_follow,
@@ -236,8 +236,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         print(shlex.join(command))
         return 0
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
-                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+        raise SettingError(f"no prepared data in {where['BIN']}; {prepare_first(cfg)}")
     data_otherwise(cfg)
     if os.path.isdir(run_dir) and not is_ours(run_dir):
         raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
@@ -553,8 +552,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             print(f"{name}: {state}")
         return 0
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
-                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+        raise SettingError(f"no prepared data in {where['BIN']}; {prepare_first(cfg)}")
     data_otherwise(cfg)  # before any run: each would be refused alike
     write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
                  {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
@@ -596,8 +594,8 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     from ..reporting.report import main as report_main
 
     results_dir(cfg.dataset, where)
-    # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
-    stalled = [] if cfg.declaration.multilingual else ["--data", where["BIN"]]
+    # runs that trained but stayed at the source-blind loss are marked, where BIN gives it
+    stalled = ["--data", where["BIN"]] if cfg.declaration.task.source_blind_baseline else []
     # --force: the results directory is the sweep's own (made and marked above), its tables
     # replaced by each sweep
     report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],

@@ -75,15 +75,15 @@ def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, s
 
 
 # read_when -> (whether the resolved settings read it, what reads it): from the dataset's
-# declaration (datasets/: multilingual, its own settings) and the resolved SOURCE, as the
+# declaration (datasets/: its task's settings, its own) and the resolved SOURCE, as the
 # steps that read each one decide (raw text: rawtext.local_files, the declarations'
 # download functions; training: launch.task_args)
 READ_WHEN = {
-    "multilingual": (lambda cfg, name: cfg.declaration.multilingual,
+    "multilingual": (lambda cfg, name: name in cfg.declaration.task.settings,
                      "only a multilingual dataset (one model over many pairs) reads it"),
     "local": (lambda cfg, name: cfg["SOURCE"] == "local", "only SOURCE=local reads it"),
     "local, one pair": (lambda cfg, name: cfg["SOURCE"] == "local"
-                        and not cfg.declaration.multilingual,
+                        and name in cfg.declaration.task.settings,
                         "only SOURCE=local of a dataset of one pair reads it (a multilingual "
                         "one reads LOCAL_DIR, a directory per pair)"),
     "download": (lambda cfg, name: cfg["SOURCE"] == "download",
@@ -688,8 +688,8 @@ def check_ranges(cfg: "Settings") -> None:
     if "SOURCE" in cfg and cfg["SOURCE"] not in declaration.sources:
         bad("SOURCE", f"dataset {cfg.dataset} reads its text from SOURCE="
                       f"{' or '.join(declaration.sources)} only")
-    if not declaration.multilingual and "SRC" in cfg and "TGT" in cfg and \
-            cfg["SRC"] == cfg["TGT"]:
+    if {"SRC", "TGT"} <= set(declaration.task.settings) and "SRC" in cfg and "TGT" in cfg \
+            and cfg["SRC"] == cfg["TGT"]:
         bad("TGT", f"the target language equals the source ({cfg['SRC']}): that is a copy "
                    "task, not translation; set SRC and TGT to two languages")
     if "RUN_NAME" in cfg and run_name_problem(cfg["RUN_NAME"]):
