@@ -201,6 +201,10 @@ def test_the_docs_example_is_one_file_that_runs_every_step(tmp_path, monkeypatch
         assert step(cfg, env, dry_run=True) == 0
     out = capsys.readouterr().out
     assert "--source-lang de --target-lang en" in out
+    # no scripts/clinical/: a step without prepared data names the program, not a script
+    with pytest.raises(SettingError, match=r"run python -m deepnet_fairseq\.recipes clinical "
+                                           r"prepare first \(same SIZE"):
+        runner.train(cfg, env)
     table = report.markdown("clinical", [])
     assert "detokenised sacreBLEU" in table and "paper's numbers" not in table
     monkeypatch.delitem(sys.modules, f"{datasets.__name__}.clinical")

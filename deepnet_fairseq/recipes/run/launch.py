@@ -617,7 +617,7 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     directions, task = declared.directions(cfg, read), declared.generate_args(cfg, read)
     score = (["--tokenized-bleu"] if cfg.flag("TOKENIZED_BLEU") else []) + \
         (["--compound-split"] if cfg.flag("COMPOUND_SPLIT") else []) + \
-        (["--multilingual"] if declared.language_tokens else [])  # fairseq sizes those
+        (["--multilingual"] if declared.language_tokens else [])  # evaluate: see its --help
     generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
                 "--beam", cfg["BEAM"], "--lenpen", cfg["LENPEN"], "--max-len-a", cfg["MAX_LEN_A"],
                 "--max-len-b", cfg["MAX_LEN_B"], "--max-tokens", str(cfg.int("MAX_TOKENS") * 2),
