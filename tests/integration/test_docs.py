@@ -151,6 +151,8 @@ DOC_COMMANDS = [
      "tests/unit/test_recipe_reports.py::test_runs_at_the_source_blind_loss_are_marked_stalled"),
     (r"python -m deepnet_fairseq\.recipes\.spec\.presets > docs/presets\.md",
      "tests/unit/test_launch.py::test_docs_presets_md_is_the_presets_as_they_are"),
+    (r"python -m deepnet_fairseq\.recipes\.datasets",
+     "tests/integration/test_docs.py::test_datasets_table_in_the_docs_is_generated_from_the_declarations"),
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",
      "tests/slow/test_diagnostics_end_to_end.py::test_figure5_script_runs_a_row_and_refuses_an_unknown_one"),
 ]

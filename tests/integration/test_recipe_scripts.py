@@ -121,11 +121,22 @@ def test_prepare_refuses_to_delete_what_it_did_not_create(tmp_path):
     assert (precious / "notes.txt").read_text() == "not the recipes'"
 
 
-def test_every_recipe_exists():
-    names = {os.path.relpath(s, os.path.join(REPO, "scripts")) for s in RECIPES}
-    for dataset in DATASETS:
-        for step in ("prepare", "train", "evaluate", "sweep"):
-            assert f"{dataset}/{step}.sh" in names
+def test_every_recipe_script_is_its_directorys_dataset_and_step():
+    """scripts/<dataset>/ is optional (``python -m deepnet_fairseq.recipes DATASET STEP`` runs
+    every declared dataset, docs/running.md): a script that hands over to the recipes sits in
+    the directory of a declared dataset, named for the step it runs, and a dataset's directory
+    holds all four steps."""
+    steps = ("prepare", "train", "evaluate", "sweep")
+    for script in SCRIPTS:
+        with open(script, encoding="utf-8") as f:
+            calls = re.findall(r"^recipe_exec (\S+) (\S+) ", f.read(), re.M)
+        where = os.path.relpath(script, os.path.join(REPO, "scripts"))
+        if calls or script in RECIPES:
+            dataset, step = os.path.dirname(where), os.path.basename(where)[:-len(".sh")]
+            assert calls == [(dataset, step)] and dataset in DATASETS and step in steps, where
+    for dataset in {os.path.basename(os.path.dirname(s)) for s in RECIPES}:
+        assert all(os.path.isfile(os.path.join(REPO, "scripts", dataset, f"{step}.sh"))
+                   for step in steps), dataset
 
 
 @pytest.mark.parametrize("run_name", ["/tmp/victim", "../../victim", ".."])

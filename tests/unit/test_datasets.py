@@ -13,7 +13,7 @@ import pytest
 from deepnet_fairseq import methods
 from deepnet_fairseq.recipes import datasets
 from deepnet_fairseq.recipes.data import prepare
-from deepnet_fairseq.recipes.datasets import DATASETS, Dataset
+from deepnet_fairseq.recipes.datasets import DATASETS, MANY_PAIRS, ONE_PAIR, Dataset
 from deepnet_fairseq.recipes.reporting import report
 from deepnet_fairseq.recipes.spec import presets, settings
 from deepnet_fairseq.recipes.spec.settings import SettingError
@@ -27,27 +27,38 @@ PACKAGE = os.path.join(REPO, "deepnet_fairseq")
 DECLARATIONS = os.path.join(PACKAGE, "recipes", "datasets")
 
 
-def test_no_module_outside_the_declarations_names_a_dataset():
-    """A dataset's name as a string anywhere in the package but its declaration (a comparison
-    such as ``cfg.dataset == "opus100"``, a dict keyed by name, a default) is what the
-    declarations replace: ask ``cfg.declaration`` (``.multilingual``, ``.metric``, ...)."""
+def names_outside(package: str, declarations: str, names) -> list:
+    """Every string constant in a .py file of PACKAGE, outside DECLARATIONS, that is one of
+    NAMES, as "path:line: 'name'"."""
     found = []
-    for path in sorted(glob.glob(os.path.join(PACKAGE, "**", "*.py"), recursive=True)):
-        if os.path.commonpath([path, DECLARATIONS]) == DECLARATIONS:
+    for path in sorted(glob.glob(os.path.join(package, "**", "*.py"), recursive=True)):
+        if os.path.commonpath([path, declarations]) == declarations:
             continue
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
-        found += [f"{os.path.relpath(path, REPO)}:{node.lineno}: {node.value!r}"
+        found += [f"{os.path.relpath(path, package)}:{node.lineno}: {node.value!r}"
                   for node in ast.walk(tree)
-                  if isinstance(node, ast.Constant) and node.value in DATASETS]
+                  if isinstance(node, ast.Constant) and node.value in names]
+    return found
+
+
+def test_no_module_outside_the_declarations_names_a_dataset():
+    """A dataset's name as a string anywhere in the package but its declaration (a comparison
+    such as ``cfg.dataset == "opus100"``, a dict keyed by name, a default) is what the
+    declarations replace: ask ``cfg.declaration`` (``.task``, ``.metric``, ...)."""
+    found = names_outside(PACKAGE, DECLARATIONS, DATASETS)
     assert not found, ("dataset names outside deepnet_fairseq/recipes/datasets/ (make it a "
                        "property of the Dataset declaration):\n" + "\n".join(found))
 
 
-def test_the_scan_finds_a_comparison_by_name(tmp_path):
-    """The scan above sees the kind of test it forbids."""
-    tree = ast.parse('if cfg.dataset == "opus100":\n    pass\n')
-    assert [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)] == ["opus100"]
+def test_the_scan_finds_a_comparison_by_name_and_spares_the_declarations(tmp_path):
+    """The scan above, on a package of two files: it reports the comparison by name in a step
+    and passes over the same name in the declarations' directory."""
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "opus100.py").write_text('NAME = "opus100"\n')
+    (tmp_path / "step.py").write_text('import os\n\nif cfg.dataset == "opus100":\n    pass\n')
+    assert names_outside(str(tmp_path), str(tmp_path / "datasets"), DATASETS) == [
+        "step.py:3: 'opus100'"]
 
 
 @pytest.mark.parametrize("name", list(DATASETS))
@@ -69,11 +80,12 @@ def test_every_declaration_is_complete_and_resolves(name):
 
 
 def test_the_declarations_carry_what_the_steps_used_to_test_by_name():
-    """The values the modules once chose by name, now each declaration's."""
-    assert {n: d.metric for n, d in DATASETS.items()} == {
-        "wmt17": "tok_bleu", "opus100": "sacrebleu_avg", "iwslt14": "sacrebleu",
-        "reverse_copy": "sacrebleu", "parallel": "sacrebleu"}
-    assert [n for n, d in DATASETS.items() if d.multilingual] == ["opus100"]
+    """The values the modules once chose by name, now each declaration's: the paper's metric
+    and task of the shipped datasets (a dataset added later is not listed here)."""
+    shipped = {"wmt17": ("tok_bleu", ONE_PAIR), "opus100": ("sacrebleu_avg", MANY_PAIRS),
+               "iwslt14": ("sacrebleu", ONE_PAIR), "reverse_copy": ("sacrebleu", ONE_PAIR),
+               "parallel": ("sacrebleu", ONE_PAIR)}
+    assert {n: (DATASETS[n].metric, DATASETS[n].task) for n in shipped} == shipped
     assert list(DATASETS)[:3] == ["wmt17", "opus100", "iwslt14"]  # the paper's order
     assert len(DATASETS["wmt17"].paper) == 8 and len(DATASETS["opus100"].paper) == 5
     env = {"DEVICE": "cpu", "SOURCE": "multi30k", "VOCAB": "1000"}
@@ -82,6 +94,42 @@ def test_the_declarations_carry_what_the_steps_used_to_test_by_name():
     assert dictionary_size(opus) == 1104 and dictionary_size(wmt) == 1004
     assert "translation_multi_simple_epoch" in task_args(opus, dry_run=True)
     assert task_args(wmt)[:2] == ["--task", "translation"]
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_every_declared_task_is_one_fairseq_takes(name):
+    """The task a dataset names, against fairseq's own parsers: train and generate options it
+    accepts, the directions evaluate scores are the ones fairseq loads, language tokens where
+    its task adds them (evaluate then leaves the dictionaries' sizes to fairseq), the lists of
+    a shared dictionary's binarisation where its options read them, and a source-blind
+    baseline only where BIN holds one pair."""
+    from fairseq import options
+
+    task = DATASETS[name].task
+    lists = {"langs.txt": "en,de,fr", "lang_pairs.txt": "de-en,en-de,fr-en,en-fr"}
+    read = []
+    # resolved settings of that dataset with the languages the lists above hold
+    languages = {"SRC": "de", "TGT": "en"} if "SRC" in task.settings else {}
+    cfg = settings.resolve(name, {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": "/nonexistent",
+                                  "SOURCE": DATASETS[name].sources[-1], **languages}, REPO)
+
+    def lookup(list_name):
+        read.append(list_name)
+        return lists[list_name]
+
+    train = options.parse_args_and_arch(options.get_training_parser(), [
+        "bin", *task.train_args(cfg, lookup), "--arch", "transformer"])
+    generate = options.parse_args_and_arch(options.get_generation_parser(), [
+        "bin", *task.generate_args(cfg, lookup), "--path", "model.pt"])
+    assert train.task == generate.task
+    loaded = (generate.lang_pairs if generate.task == "translation_multi_simple_epoch"
+              else f"{train.source_lang}-{train.target_lang}")
+    assert task.directions(cfg, lookup) == loaded
+    adds_tokens = getattr(train, "encoder_langtok", None) is not None
+    assert bool(task.language_tokens) == adds_tokens
+    assert task.shared_dictionary == (set(read) == set(lists))
+    assert task.source_blind_baseline == ("," not in loaded)
+    assert set(task.settings) <= set(settings.SETTINGS)
 
 
 def test_the_generic_dataset_asks_for_what_it_cannot_guess(tmp_path):
@@ -159,6 +207,10 @@ def test_the_docs_example_is_one_file_that_runs_every_step(tmp_path, monkeypatch
         assert step(cfg, env, dry_run=True) == 0
     out = capsys.readouterr().out
     assert "--source-lang de --target-lang en" in out
+    # no scripts/clinical/: a step without prepared data names the program, not a script
+    with pytest.raises(SettingError, match=r"run python -m deepnet_fairseq\.recipes clinical "
+                                           r"prepare first \(same SIZE"):
+        runner.train(cfg, env)
     table = report.markdown("clinical", [])
     assert "detokenised sacreBLEU" in table and "paper's numbers" not in table
     monkeypatch.delitem(sys.modules, f"{datasets.__name__}.clinical")

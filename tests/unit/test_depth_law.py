@@ -129,7 +129,7 @@ def test_exported_runs_keep_their_training_seconds(tmp_path):
     assert read_csv(kept / "valid_loss.csv") == [
         {"num_updates": "250", "valid_loss_bits": "7.5", "train_seconds": "61"}]
     assert curves.training_seconds(str(kept)) == {250: 61.0}
-    assert DATASETS["opus100"].multilingual
+    assert DATASETS["opus100"].task.depth_law
 
 
 def test_figure_7s_panels_are_the_settings_each_run_changes_from_the_base(tmp_path, capsys):

@@ -66,14 +66,14 @@ def _binarise(cfg, long_pairs=None):
             with open(os.path.join(pieces, f"{split}.de-en.{lang}"), "w") as out:
                 out.writelines(" ".join([word] * pair[side]) + "\n" for pair in pairs)
     options = ["--joined-dictionary"]
-    if cfg.declaration.multilingual:
+    if cfg.declaration.task.shared_dictionary:
         dictionary = os.path.join(where["DATA_DIR"], "dict.txt")
         with open(dictionary, "w") as out:
             out.write("a 1\nb 1\n")
         options = ["--srcdict", dictionary, "--tgtdict", dictionary]
     fairseq_preprocess(*prepare.preprocess_command(cfg, "de", "en", where["BIN"], 1,
                                                    *options)[1:])
-    if cfg.declaration.multilingual:
+    if cfg.declaration.task.shared_dictionary:
         for name, text in (("langs.txt", "en,de"), ("lang_pairs.txt", "de-en,en-de")):
             with open(os.path.join(where["BIN"], name), "w") as out:
                 out.write(text + "\n")
@@ -106,7 +106,7 @@ def _fairseq_refuses(cfg, command, split) -> bool:
     else:
         evaluate = evaluate_command(cfg)
         generate = evaluate[evaluate.index("--") + 1:]
-        for src, tgt in lengths.directions(cfg, generate):
+        for src, tgt in lengths.directions(evaluate):
             gen = convert_namespace_to_omegaconf(options.parse_args_and_arch(
                 options.get_generation_parser(),
                 [*generate, "--path", "model.pt", "--source-lang", src, "--target-lang", tgt]))

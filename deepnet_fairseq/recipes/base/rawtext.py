@@ -245,8 +245,8 @@ def check_inputs(cfg) -> None:
     prepare calls this before it creates anything, so that a missing input leaves nothing."""
     if cfg.text.data.source != "local":
         return
-    if cfg.declaration.multilingual:  # per pair in LOCAL_DIR (opus100.raw_text)
-        local_dir(cfg)
+    if cfg.declaration.check_local:  # its raw_text reads other local text than one pair's
+        cfg.declaration.check_local(cfg)
     else:
         local_files(cfg, cfg.text.data.src, cfg.text.data.tgt)
 

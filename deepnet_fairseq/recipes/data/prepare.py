@@ -122,14 +122,14 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
     binary = paths(cfg)["BIN"]
     if os.path.isfile(os.path.join(binary, ".done")):
         return
-    if not cfg.declaration.multilingual:
+    if not cfg.declaration.task.shared_dictionary:  # one pair
         say(f"fairseq-preprocess -> {binary}")
         with building(binary) as tmp:
             src, tgt = pairs[0].split("-")
             binarise(cfg, src, tgt, tmp, "--joined-dictionary")
             publish(tmp, binary)
         return
-    # multilingual (OPUS-100): pair by pair into one BIN.tmp that an interrupted run resumes (a
+    # many pairs (OPUS-100): pair by pair into one BIN.tmp that an interrupted run resumes (a
     # pair is done once its marker is written), against one shared dictionary: every
     # sentencepiece piece but <unk> (fairseq adds its own specials), so that all pairs share
     # the same indices

@@ -6,7 +6,7 @@ import os
 import re
 from typing import List, Optional
 
-from . import CHOSEN, PAPER, Dataset, Preset, Reference
+from . import CHOSEN, MANY_PAIRS, PAPER, Dataset, Preset, Reference
 from ..base.rawtext import (LocalText, PrepareError, copy_local, extract, fetch, find_local,
                             local_dir, split_limits)
 
@@ -103,8 +103,8 @@ PRESET = Preset("dataset", "opus100", (
 
 DATASET = Dataset(
     name="opus100", about="Table 2 and Figure 8, OPUS-100", languages="En<->99 languages (LANGS)",
-    preset=PRESET, raw_text=raw_text, metric="sacrebleu_avg", multilingual=True, order=2,
-    settings=("OPUS_URL",),
+    preset=PRESET, raw_text=raw_text, metric="sacrebleu_avg", task=MANY_PAIRS,
+    check_local=local_dir, order=2, settings=("OPUS_URL",),
     paper=(  # Table 2, average BLEU over all directions (detokenised sacreBLEU). Its baseline
         # is Zhang et al. 2020's deep Transformer, which trains its depth with DS-Init (Zhang,
         # Titov & Sennrich 2019, the plugin's ds_init; their merged attention and

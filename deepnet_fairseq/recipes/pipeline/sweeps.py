@@ -9,7 +9,7 @@ from ..base.console import log
 from ..data.checks import data_otherwise
 from ..evaluation.step import evaluate
 from ..reporting.report import main as report_main
-from ..run.commands import method_args, task_args, train_command
+from ..run.commands import method_args, prepare_first, task_args, train_command
 from ..run.layout import plan_layout
 from ..run.runner import status_of, train
 from ...processes import EXIT, signal_of
@@ -79,8 +79,7 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             print(f"{name}: {state}")
         return 0
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
-                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+        raise SettingError(f"no prepared data in {where['BIN']}; {prepare_first(cfg)}")
     data_otherwise(cfg)  # before any run: each would be refused alike
     write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
                  {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
@@ -156,8 +155,8 @@ def _train_and_evaluate(cfg: Settings, env: Mapping[str, str], spec, name: str,
 def _report(cfg: Settings, where) -> None:
     """The sweep's results table, in its own results directory."""
     results_dir(cfg.dataset, where)
-    # single-pair data sets: runs that trained but stayed at the source-blind loss are marked
-    stalled = [] if cfg.declaration.multilingual else ["--data", where["BIN"]]
+    # runs that trained but stayed at the source-blind loss are marked, where BIN gives it
+    stalled = ["--data", where["BIN"]] if cfg.declaration.task.source_blind_baseline else []
     # --force: the results directory is the sweep's own (made and marked above), its tables
     # replaced by each sweep
     report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],

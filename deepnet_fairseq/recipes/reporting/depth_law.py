@@ -209,7 +209,7 @@ def main(argv: List[str] = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", metavar="RUNS", help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory to write the report into")
-    multilingual = [name for name, declared in DATASETS.items() if declared.multilingual]
+    multilingual = [name for name, declared in DATASETS.items() if declared.task.depth_law]
     parser.add_argument("--dataset", default=multilingual[0], choices=multilingual,
                         help=f"the multilingual dataset the runs trained on [{multilingual[0]}]")
     add_force_argument(parser, "the report's existing files in --out")

@@ -373,7 +373,7 @@ def markdown(dataset: str, rows: List[Dict], unreadable: List[str] = ()) -> str:
     out = [f"# {dataset}: BLEU by depth\n"]
     metric = METRICS[declared.metric]
     out.append(f"BLEU: {metric}; the paper's number in parentheses where it reports one.\n")
-    if declared.multilingual:
+    if declared.task.depth_law:  # a row a run, by direction, and the fit over depth
         out.extend(_directions_table(rows))
     else:
         out.extend(_depth_tables(declared, rows))
@@ -528,7 +528,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
                     color=colours.get(ref.method, "grey"), markersize=9)
     if any(ref.bleu is not None for ref in paper):
         ax.plot([], [], "o", mfc="none", color="grey", label="paper")
-    if DATASETS[dataset].multilingual:
+    if DATASETS[dataset].task.depth_law:
         for label, (a, b, _, _) in fits(rows).items():
             ds = sorted({r["layers"] for r in rows if r["label"] == label})
             xs = [ds[0] * (ds[-1] / ds[0]) ** (i / 50) for i in range(51)]

@@ -14,27 +14,27 @@ from ..spec.paths import paths
 from ..spec.settings import SettingError, Settings
 
 
+def prepare_first(cfg: Settings) -> str:
+    """How a step refused for want of prepared data tells the user to prepare it: the dataset's
+    script where the checkout has one (scripts/<dataset>/ is optional), else the program."""
+    script = f"scripts/{cfg.dataset}/prepare.sh"
+    if not os.path.isfile(os.path.join(cfg.repo, script)):
+        script = f"python -m deepnet_fairseq.recipes {cfg.dataset} prepare"
+    return f"run {script} first (same SIZE and DEEPNET_WORK)"
+
+
 def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
     path = os.path.join(paths(cfg)["BIN"], name)
     if os.path.isfile(path):
         return open(path, encoding="utf-8").read().strip()
     if dry_run:
         return f"<{name} of prepare.sh>"
-    raise SettingError(f"no {path}; run scripts/{cfg.dataset}/prepare.sh first "
-                       "(same SIZE and DEEPNET_WORK)")
+    raise SettingError(f"no {path}; {prepare_first(cfg)}")
 
 
 def task_args(cfg: Settings, dry_run: bool = False) -> List[str]:
     """fairseq-train's task options for the dataset."""
-    if cfg.declaration.multilingual:
-        return ["--task", "translation_multi_simple_epoch",
-                "--langs", _bin_list(cfg, "langs.txt", dry_run),
-                "--lang-pairs", _bin_list(cfg, "lang_pairs.txt", dry_run),
-                "--encoder-langtok", "src", "--decoder-langtok",
-                "--sampling-method", "temperature",
-                "--sampling-temperature", cfg.text.run.temperature]
-    return ["--task", "translation", "--source-lang", cfg.text.data.src,
-            "--target-lang", cfg.text.data.tgt]
+    return cfg.declaration.task.train_args(cfg, lambda name: _bin_list(cfg, name, dry_run))
 
 
 def method_args(cfg: Settings) -> List[str]:
@@ -156,16 +156,15 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     from ... import USER_DIR
 
     where = paths(cfg)
-    if cfg.declaration.multilingual:
-        directions = _bin_list(cfg, "lang_pairs.txt", dry_run)
-        task = ["--task", "translation_multi_simple_epoch",
-                "--langs", _bin_list(cfg, "langs.txt", dry_run), "--lang-pairs", directions,
-                "--encoder-langtok", "src", "--decoder-langtok"]
-    else:
-        directions, task = f"{cfg.text.data.src}-{cfg.text.data.tgt}", []
+    declared = cfg.declaration.task
+
+    def read(name):
+        return _bin_list(cfg, name, dry_run)
+
+    directions, task = declared.directions(cfg, read), declared.generate_args(cfg, read)
     score = (["--tokenized-bleu"] if cfg.eval.tokenized_bleu else []) + \
         (["--compound-split"] if cfg.eval.compound_split else []) + \
-        (["--multilingual"] if cfg.declaration.multilingual else [])  # its declaration says
+        (["--multilingual"] if declared.language_tokens else [])  # evaluate: see its --help
     generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
                 "--beam", cfg.text.eval.beam, "--lenpen", cfg.text.eval.lenpen,
                 "--max-len-a", cfg.text.eval.max_len_a, "--max-len-b", cfg.text.eval.max_len_b,

@@ -104,10 +104,9 @@ def no_memory_plan(checkpointing: bool, cfg: Settings) -> str:
 
 
 def dictionary_size(cfg: Settings) -> int:
-    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and for a
-    multilingual dataset one language token per language (OPUS-100: about 100); a few entries
-    either way change little."""
-    return cfg.data.vocab + 4 + (100 if cfg.declaration.multilingual else 0)
+    """fairseq's dictionary for VOCAB sentencepiece pieces: 4 special symbols, and the language
+    tokens its dataset's task adds."""
+    return cfg.data.vocab + 4 + cfg.declaration.task.language_tokens
 
 
 # what every CPU process holds whatever its batch, in bytes a parameter: fp32 weights, their

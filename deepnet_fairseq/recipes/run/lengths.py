@@ -200,12 +200,11 @@ def problem(limits: Limits, direction: str, sizes, raw_name: str, max_tokens_set
     return None
 
 
-def directions(cfg: Settings, generate_argv: Sequence[str]) -> List[Tuple[str, str]]:
-    """The (source, target) directions a step of CFG validates and evaluates: SRC-TGT, or
-    every direction of a multilingual dataset's --lang-pairs (as the commands give them)."""
-    if not cfg.declaration.multilingual:
-        return [(cfg.text.data.src, cfg.text.data.tgt)]
-    pairs = list(generate_argv)[list(generate_argv).index("--lang-pairs") + 1]
+def directions(evaluate_argv: Sequence[str]) -> List[Tuple[str, str]]:
+    """The (source, target) directions a step validates and evaluates: the --directions of its
+    evaluate command EVALUATE_ARGV (SRC-TGT, or every pair of a multilingual dataset's
+    lang_pairs.txt)."""
+    pairs = list(evaluate_argv)[list(evaluate_argv).index("--directions") + 1]
     return [tuple(pair.split("-")) for pair in pairs.split(",")]
 
 
@@ -215,10 +214,10 @@ def refuse_too_long(cfg: Settings, train_command: Sequence[str], splits=(VALID, 
     evaluation's fairseq-generate (test): too long for the model's positions, or for the step's
     --max-tokens. Every direction is read; the message names the first refused one."""
     where = paths(cfg)
-    generate_argv = evaluate_command(cfg)
-    generate_argv = generate_argv[generate_argv.index("--") + 1:]
+    evaluate_argv = evaluate_command(cfg)
+    generate_argv = evaluate_argv[evaluate_argv.index("--") + 1:]
     found = [(split, src, tgt, prefix) for split in splits
-             for src, tgt in directions(cfg, generate_argv)
+             for src, tgt in directions(evaluate_argv)
              for prefix in [pair_files(where["BIN"], split, src, tgt)] if prefix]
     if not found:
         return  # nothing binarised: fairseq names a missing split itself

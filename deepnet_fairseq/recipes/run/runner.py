@@ -36,8 +36,8 @@ from . import runlog
 from .lengths import refuse_too_long
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
-from .commands import (PER_TENSOR_OPTIONS, method_args, peak_lr, task_args, train_command,
-                       train_environment)
+from .commands import (PER_TENSOR_OPTIONS, method_args, peak_lr, prepare_first, task_args,
+                       train_command, train_environment)
 from .layout import machine_problem, plan_layout
 from ..data.checks import data_otherwise
 from ..spec.paths import paths
@@ -197,8 +197,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         print(shlex.join(command))
         return 0
     if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; run scripts/{cfg.dataset}/"
-                           "prepare.sh first (same SIZE and DEEPNET_WORK)")
+        raise SettingError(f"no prepared data in {where['BIN']}; {prepare_first(cfg)}")
     data_otherwise(cfg)
     if os.path.isdir(run_dir) and not is_ours(run_dir):
         raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "

@@ -76,15 +76,15 @@ def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, s
 
 
 # read_when -> (whether the resolved settings read it, what reads it): from the dataset's
-# declaration (datasets/: multilingual, its own settings) and the resolved SOURCE, as the
+# declaration (datasets/: its task's settings, its own) and the resolved SOURCE, as the
 # steps that read each one decide (raw text: rawtext.local_files, the declarations'
 # download functions; training: launch.task_args)
 READ_WHEN = {
-    "multilingual": (lambda cfg, name: cfg.declaration.multilingual,
+    "multilingual": (lambda cfg, name: name in cfg.declaration.task.settings,
                      "only a multilingual dataset (one model over many pairs) reads it"),
     "local": (lambda cfg, name: cfg.text.data.source == "local", "only SOURCE=local reads it"),
     "local, one pair": (lambda cfg, name: cfg.text.data.source == "local"
-                        and not cfg.declaration.multilingual,
+                        and name in cfg.declaration.task.settings,
                         "only SOURCE=local of a dataset of one pair reads it (a multilingual "
                         "one reads LOCAL_DIR, a directory per pair)"),
     "download": (lambda cfg, name: cfg.text.data.source == "download",
@@ -801,8 +801,8 @@ def check_ranges(cfg: "Settings") -> None:
     if "SOURCE" in cfg and cfg.text.data.source not in declaration.sources:
         bad("SOURCE", f"dataset {cfg.dataset} reads its text from SOURCE="
                       f"{' or '.join(declaration.sources)} only")
-    if not declaration.multilingual and "SRC" in cfg and "TGT" in cfg and \
-            cfg.text.data.src == cfg.text.data.tgt:
+    if {"SRC", "TGT"} <= set(declaration.task.settings) and "SRC" in cfg and "TGT" in cfg \
+            and cfg.text.data.src == cfg.text.data.tgt:
         bad("TGT", f"the target language equals the source ({cfg.text.data.src}): that is a copy "
                    "task, not translation; set SRC and TGT to two languages")
     if "RUN_NAME" in cfg and run_name_problem(cfg.text.run.run_name):
