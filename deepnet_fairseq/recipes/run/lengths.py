@@ -15,7 +15,7 @@ with the limits read from the two steps' own command lines by fairseq's own pars
   the task's limits are generate's own options, the model's those it was trained with;
 * batch size (``data_utils.batch_by_size``): a pair's ``num_tokens``, max(source, target),
   above ``--max-tokens-valid`` (``--max-tokens`` unless set) in validation, or above
-  generate's ``--max-tokens`` (twice MAX_TOKENS, ``launch.evaluate_command``): an assertion.
+  generate's ``--max-tokens`` (twice MAX_TOKENS, ``commands.evaluate_command``): an assertion.
 
 A pair's tokens are its binarised sizes (pieces and ``</s>``, as fairseq-preprocess wrote
 them, read by fairseq's own indexed-dataset reader), as the task loads them: the multilingual

@@ -1,6 +1,6 @@
 """Memory plan of a training run: will it fit the GPU, and the cheapest layout that does.
 
-Pure arithmetic (no torch, no fairseq): the launcher (``launch.plan_layout``) calls ``plan`` with
+Pure arithmetic (no torch, no fairseq): the launcher (``layout.plan_layout``) calls ``plan`` with
 the model and machine of a run; ``benchmarks/memory_plan.py`` checks the estimate against the
 peak measured on a device. All sizes are bytes; GB here is 1e9 bytes (``GPU_MEMORY_GB`` too, so
 an "80 GB" card, 80 GiB = 85.9e9 bytes, keeps a little more room than the plan counts).

@@ -78,7 +78,7 @@ def _s(kind, help, default=None, prefix_only=False, bounds=None, pattern=None, s
 # read_when -> (whether the resolved settings read it, what reads it): from the dataset's
 # declaration (datasets/: its task's settings, its own) and the resolved SOURCE, as the
 # steps that read each one decide (raw text: rawtext.local_files, the declarations'
-# download functions; training: launch.task_args)
+# download functions; training: the task's train_args, datasets/)
 READ_WHEN = {
     "multilingual": (lambda cfg, name: name in cfg.declaration.task.settings,
                      "only a multilingual dataset (one model over many pairs) reads it"),
