@@ -274,11 +274,14 @@ def tensorboard_scalars(directory) -> dict:
     return scalars
 
 
-def settings_read(tree, variables=("cfg", "run_cfg")) -> set:
-    """The names of the settings a module's syntax TREE reads from resolved settings by a
-    constant name: ``cfg.SECTION.name``, ``cfg.text.SECTION.name``, ``cfg.optional...`` and the
-    string-keyed ``cfg["NAME"]``, ``cfg.int("NAME")``, ``cfg.get("NAME")`` (spec/settings.py's
-    own, and the accessors kept for names computed in a loop)."""
+ACCESSORS = ("get", "int", "float", "flag", "words", "ints", "int_or_auto")
+
+
+def setting_reads(tree, variables=("cfg", "run_cfg")):
+    """The reads of resolved settings in a module's syntax TREE: (section, attribute) of every
+    ``cfg.SECTION.attr``, ``cfg.text.SECTION.attr`` and ``cfg.optional.SECTION.attr``, and
+    (text, method, NAME) of every read by a constant string key (``cfg["LR"]``: method None,
+    ``cfg.int("LR")``, ``cfg.get("RUNS")``)."""
     import ast
 
     from deepnet_fairseq.recipes.spec.settings import SECTIONS, SETTINGS
@@ -287,21 +290,34 @@ def settings_read(tree, variables=("cfg", "run_cfg")) -> set:
         return (isinstance(node, ast.Name) and node.id in variables) or (
             isinstance(node, ast.Attribute) and node.attr == "cfg")
 
-    read = set()
+    def constant_setting(node):
+        value = getattr(node, "value", None)
+        return value if isinstance(node, ast.Constant) and value in SETTINGS else None
+
+    sections, keyed = [], []
     for node in ast.walk(tree):
-        name = None
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
             holder = node.value.value
             if isinstance(holder, ast.Attribute) and holder.attr in ("text", "optional"):
                 holder = holder.value
             if is_settings(holder) and node.value.attr in SECTIONS:
-                name = node.attr.upper()
-        elif isinstance(node, ast.Subscript) and is_settings(node.value):
-            name = getattr(node.slice, "value", None)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                is_settings(node.func.value) and node.args and \
-                node.func.attr in ("get", "int", "float", "flag", "words", "ints", "int_or_auto"):
-            name = getattr(node.args[0], "value", None)
-        if isinstance(name, str) and name in SETTINGS:
-            read.add(name)
-    return read
+                sections.append((node.value.attr, node.attr))
+        if isinstance(node, ast.Subscript) and is_settings(node.value) and \
+                constant_setting(node.slice):
+            keyed.append((f'["{node.slice.value}"]', None, node.slice.value))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                is_settings(node.func.value) and node.args and constant_setting(node.args[0]):
+            name = node.args[0].value
+            keyed.append((f'.{node.func.attr}("{name}")', node.func.attr, name))
+    return sections, keyed
+
+
+def settings_read(tree, variables=("cfg", "run_cfg")) -> set:
+    """The names of the settings a module's syntax TREE reads from resolved settings by a
+    constant name: by section attribute, and by the string-keyed ``cfg["NAME"]`` and the
+    accessors (spec/settings.py's own, and those kept for names computed in a loop)."""
+    from deepnet_fairseq.recipes.spec.settings import SETTINGS
+
+    sections, keyed = setting_reads(tree, variables)
+    return {attr.upper() for _, attr in sections if attr.upper() in SETTINGS} | {
+        name for _, method, name in keyed if method is None or method in ACCESSORS}

@@ -13,7 +13,7 @@ import pytest
 
 from deepnet_fairseq.recipes.spec.settings import (GROUPS, SECTIONS, SETTINGS,
                                                     SettingError, resolve)
-from support import REPO
+from support import REPO, setting_reads
 
 ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints",
              "int_or_auto": "int|auto"}
@@ -164,32 +164,11 @@ def test_the_environment_scan_sees_a_direct_read():
 
 # ---- the typed sections: cfg.optim.lr, cfg.text.optim.lr, cfg.optional.sweep.runs ----------
 
-SETTINGS_VARIABLES = {"cfg", "run_cfg"}  # what the package calls resolved settings
-
-
 def section_reads(tree):
-    """(section, attribute) of every ``cfg.SECTION.attr``, ``cfg.text.SECTION.attr`` and
-    ``cfg.optional.SECTION.attr`` read, and every string-keyed read of a setting by a constant
-    name (``cfg["LR"]``, ``cfg.int("LR")``, ``cfg.get("LR")``) on resolved settings."""
-    def is_settings(node):
-        return (isinstance(node, ast.Name) and node.id in SETTINGS_VARIABLES) or (
-            isinstance(node, ast.Attribute) and node.attr == "cfg")
-
-    reads, keyed = [], []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
-            holder = node.value.value
-            if isinstance(holder, ast.Attribute) and holder.attr in ("text", "optional"):
-                holder = holder.value
-            if is_settings(holder) and node.value.attr in SECTIONS:
-                reads.append((node.value.attr, node.attr))
-        if isinstance(node, ast.Subscript) and is_settings(node.value) and \
-                setting_name(node.slice):
-            keyed.append(f'["{node.slice.value}"]')
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                is_settings(node.func.value) and node.args and setting_name(node.args[0]):
-            keyed.append(f'.{node.func.attr}("{node.args[0].value}")')
-    return reads, keyed
+    """(section, attribute) of every typed read, and the text of every read by a constant
+    string key (support.setting_reads)."""
+    sections, keyed = setting_reads(tree)
+    return sections, [text for text, _, _ in keyed]
 
 
 def test_every_section_read_names_a_setting_of_that_section():

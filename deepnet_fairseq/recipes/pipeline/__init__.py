@@ -23,7 +23,9 @@ from .sweeps import sweep as _sweep
 
 
 def prepare(cfg: Settings, dry_run: bool = False, env: Optional[Mapping[str, str]] = None) -> int:
-    """Raw text, cleaning, sentencepiece, binaries in ``$WORK/data`` (nothing in a dry run)."""
+    """Raw text, cleaning, sentencepiece, binaries in ``$WORK/data`` (nothing in a dry run).
+    ENV is taken for one signature across the steps; prepare's tools run in this process's
+    environment, what they read of it being the settings CFG already holds."""
     if dry_run:
         return 0
     with signals_interrupt():  # a killed step removes its temporaries

@@ -365,10 +365,11 @@ def _record_end(cfg: Settings, meta: dict, logs: List[str], code: int, signum: O
                 watch) -> int:
     """Rank 0's verdict on the attempt (its own log, or the divergence watch that stopped
     it) into status.json; the step's exit status."""
-    run_dir = paths(cfg)["RUN_DIR"]
+    where = paths(cfg)
+    run_dir = where["RUN_DIR"]
     with open(logs[0], encoding="utf-8", errors="replace") as handle:
         result = watch.stopped if watch.stopped and not signum else classify(
-            handle.read(), code, _vocab_size(paths(cfg)["BIN"]), cfg.optim.warmup,
+            handle.read(), code, _vocab_size(where["BIN"]), cfg.optim.warmup,
             signal.Signals(signum).name if signum else None)
     write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})
     state = result["status"]

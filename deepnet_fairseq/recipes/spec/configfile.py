@@ -132,17 +132,23 @@ def _flat_settings(path: str, table) -> Dict[str, str]:
     return {name: _setting(path, name, value, "[settings]") for name, value in table.items()}
 
 
+def _named(path: str, key: str, shown: str) -> str:
+    """The setting a file's lower-case KEY names (``lr``: LR), or a SettingError showing it as
+    SHOWN; an upper-case key is the flat form's, refused in a section or a run."""
+    name = key.upper() if key == key.lower() else None  # TOML keys are strings
+    if name not in SETTINGS:
+        raise SettingError(f"{path}: {shown} is not a recipe setting (names in lower case: "
+                           "python -m deepnet_fairseq.recipes --help lists them)")
+    return name
+
+
 def _section(path: str, section: str, table) -> Dict[str, str]:
     """{NAME: text} of the [SECTION] table: lower-case names of that section's settings."""
     if not isinstance(table, dict):
         raise SettingError(f"{path}: {section} must be a table ([{section}])")
     values = {}
     for key, value in table.items():
-        name = key.upper() if key == key.lower() else None  # TOML keys are strings
-        if name not in SETTINGS:
-            raise SettingError(f"{path}: [{section}] {key} is not a recipe setting (names in "
-                               "lower case: python -m deepnet_fairseq.recipes --help lists "
-                               "them)")
+        name = _named(path, key, f"[{section}] {key}")
         if SECTION_OF[name] != section:
             raise SettingError(f"{path}: [{section}] {key} is a setting of "
                                f"[{SECTION_OF[name]}]")
@@ -185,11 +191,7 @@ def _run_entry(path: str, number: int, run: dict) -> str:
     # (deepnet-6L-6L+LR=0.004+MAX_TOKENS=4096), so that a file says which directory it is
     fields = [method, str(layers[0]), str(layers[1])]
     for key, value in own.items():
-        name = key.upper() if key == key.lower() else None
-        if name not in SETTINGS:
-            raise SettingError(f"{path}: {where}: set.{key} is not a recipe setting (names in "
-                               "lower case: python -m deepnet_fairseq.recipes --help lists "
-                               "them)")
+        name = _named(path, key, f"{where}: set.{key}")
         text = _setting(path, name, value, where)
         if any(char.isspace() or char == ":" for char in text):
             raise SettingError(f"{path}: {where}: {key} = {text!r}: a run's own value has no "
