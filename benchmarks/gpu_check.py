@@ -83,7 +83,7 @@ from deepnet_fairseq.recipes import pipeline  # noqa: E402
 from deepnet_fairseq.storage.records import read_status  # noqa: E402
 from deepnet_fairseq.recipes.spec.paths import paths  # noqa: E402
 from deepnet_fairseq.recipes.evaluation.score import hypotheses  # noqa: E402
-from deepnet_fairseq.recipes.spec.settings import PREFIX, SETTINGS, resolve  # noqa: E402
+from deepnet_fairseq.recipes.spec.settings import PREFIX, SETTINGS, Settings, resolve  # noqa: E402
 from deepnet_fairseq.storage.directories import make_dirs, remove_tree  # noqa: E402
 from deepnet_fairseq.storage.fileio import (create_new, move, open_no_follow,  # noqa: E402
                                             remove_stale_temporaries, temporary_prefix)
@@ -349,17 +349,23 @@ def stop_if_interrupted(code: int) -> None:
         raise Interrupted(signal_of(code))
 
 
-def recipe_env(args, precision: str = "fp32", depth: int = 1) -> Dict[str, str]:
-    """The recipes' environment of one check: the wmt17 recipe on the shipped Multi30k, in
-    OUT, at the check's size (one process, Adam, inverse_sqrt, label smoothing 0.1, dropout
-    0.1: a check, not a tuned recipe), every update logged. Recipe settings of the caller's
-    environment are left out, so that the check is the same wherever it runs; on CPU one
-    thread per process unless OMP_NUM_THREADS says otherwise (on a shared machine torch's
-    threads wait for each other; measured in docs/findings.md)."""
+def process_env(args) -> Dict[str, str]:
+    """The environment of the check's processes: the caller's without recipe settings, so that
+    the check is the same wherever it runs; on CPU one thread per process unless
+    OMP_NUM_THREADS says otherwise (on a shared machine torch's threads wait for each other;
+    measured in docs/findings.md)."""
     env = {k: v for k, v in os.environ.items()
            if k not in SETTINGS and not k.startswith(PREFIX)}
     if args.device == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def check_settings(args, precision: str = "fp32", depth: int = 1) -> Settings:
+    """The recipe settings of one check: the wmt17 recipe on the shipped Multi30k, in OUT, at
+    the check's size (one process, Adam, inverse_sqrt, label smoothing 0.1, dropout 0.1: a
+    check, not a tuned recipe), every update logged; given as a sweep's run entry is, above
+    everything."""
     decoded = precision == "fp16"
     values = {
         "WORK": args.out, "SIZE": "full", "SOURCE": "multi30k", "DEVICE": args.device,
@@ -377,7 +383,8 @@ def recipe_env(args, precision: str = "fp32", depth: int = 1) -> Dict[str, str]:
         "COMPOUND_SPLIT": 0,
         # only the models that are decoded are saved, and without their optimizer state
         "TRAIN_ARGS": "--no-save-optimizer-state" if decoded else "--no-save"}
-    return {**env, **{PREFIX + name: str(value) for name, value in values.items()}}
+    return resolve(DATASET, process_env(args), REPO,
+                   run={name: (str(value), "the GPU check") for name, value in values.items()})
 
 
 def data_spec(args) -> Dict:
@@ -393,15 +400,15 @@ def prepare_data(args) -> Dict:
             if json.load(handle) != data_spec(args):
                 raise ValueError(f"{args.out}/data holds data prepared with other settings; "
                                  "use another --out")
-    env = recipe_env(args)
-    pipeline.prepare(resolve(DATASET, env, REPO), env=env)
+    pipeline.prepare(check_settings(args), env=process_env(args))
     write_json(stored, data_spec(args))
     return data_spec(args)
 
 
-def planned_command(env: Dict[str, str]) -> List[str]:
-    """The training command the recipes' planner makes for ENV (the check's spec)."""
-    return pipeline.planned_train_command(resolve(DATASET, env, REPO), env)
+def planned_command(args, precision: str, depth: int) -> List[str]:
+    """The training command the recipes' planner makes for one check (the check's spec)."""
+    return pipeline.planned_train_command(check_settings(args, precision, depth),
+                                          process_env(args))
 
 
 def throughput_command(args, depth: int, rows: str) -> List[str]:
@@ -462,13 +469,12 @@ class Checks:
         """The recipes' train step (pipeline.train) of one precision and depth, judged from its
         log; the run is OUT/runs/train-PRECISION-DEPTHL, its log copied into the case."""
         name = f"train-{precision}-{depth}L"
-        env = recipe_env(self.args, precision, depth)
 
         def body(case):
-            cfg = resolve(DATASET, env, REPO)
-            run_dir = paths(cfg)["RUN_DIR"]
+            cfg = check_settings(self.args, precision, depth)
+            run_dir = paths(cfg).run_dir
             remove_tree(run_dir)  # a stale attempt would be resumed, its log judged in part
-            code = pipeline.train(cfg, env=env)
+            code = pipeline.train(cfg, env=process_env(self.args))
             with open(os.path.join(run_dir, "train.log"), encoding="utf-8") as handle:
                 text = handle.read()
             write_atomically(os.path.join(case, "train.log"), text)
@@ -478,7 +484,7 @@ class Checks:
                                   self.args.updates, self.args.min_loss_drop,
                                   self.args.overflow_run)
 
-        spec = {"command": planned_command(env), "min_loss_drop": self.args.min_loss_drop,
+        spec = {"command": planned_command(self.args, precision, depth), "min_loss_drop": self.args.min_loss_drop,
                 "overflow_run": self.args.overflow_run}
         return self.run(name, "train", spec, body)
 
@@ -490,30 +496,28 @@ class Checks:
             return self.record(name, "generate", {
                 "status": "fail", "figures": {},
                 "reason": f"not decoded: its training {trained['name']} did not pass"})
-        env = recipe_env(self.args, "fp16", depth)
+        cfg = check_settings(self.args, "fp16", depth)
 
         def body(case):
-            cfg = resolve(DATASET, env, REPO)
             where, pair = paths(cfg), f"{cfg.text.data.src}-{cfg.text.data.tgt}"
-            code = pipeline.evaluate(cfg, env=env)
+            code = pipeline.evaluate(cfg, env=process_env(self.args))
             stop_if_interrupted(code)
-            output = os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt")
+            output = os.path.join(where.run_dir, "eval", pair, "generate-test.txt")
             if os.path.exists(output):
                 with open(output, encoding="utf-8") as handle:
                     write_atomically(os.path.join(case, "generate.txt"), handle.read())
             # fairseq's log (its "Translated N sentences ... (S sentences/s" line, its errors)
             # is in the evaluate step's log, not in generate-test.txt
-            log, text = os.path.join(where["RUN_DIR"], "evaluate.log"), ""
+            log, text = os.path.join(where.run_dir, "evaluate.log"), ""
             if os.path.exists(log):
                 with open(log, encoding="utf-8") as handle:
                     text = handle.read()
                 write_atomically(os.path.join(case, "evaluate.log"), text)
-            with open(os.path.join(where["RAW"], f"test.{pair}.{cfg.text.data.tgt}"),
+            with open(os.path.join(where.raw, f"test.{pair}.{cfg.text.data.tgt}"),
                       encoding="utf-8") as handle:
                 refs = handle.read().splitlines()
             return judge_generation(code, text, hypotheses(output) if code == 0 else [], refs)
 
-        cfg = resolve(DATASET, env, REPO)
         spec = {"command": pipeline.planned_evaluate_command(cfg), "trained": trained.get("spec")}
         return self.run(name, "generate", spec, body)
 
@@ -521,7 +525,7 @@ class Checks:
         def body(case):
             rows = os.path.join(case, "throughput.json")
             code = run_logged(throughput_command(self.args, depth, rows),
-                              os.path.join(case, "throughput.log"), recipe_env(self.args))
+                              os.path.join(case, "throughput.log"), process_env(self.args))
             data = None
             if code == 0 and os.path.exists(rows):
                 with open(rows, encoding="utf-8") as handle:

@@ -107,7 +107,7 @@ def _recipe_data_file(inputs, fixtures):
     from deepnet_fairseq.recipes.spec.settings import resolve
 
     cfg = resolve("wmt17", {}, str(inputs / "repo"))
-    path = os.path.join(paths(cfg)["DATA_DIR"], "bin", "dict.en.txt")
+    path = os.path.join(paths(cfg).data_dir, "bin", "dict.en.txt")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write("a 1\n")

@@ -281,7 +281,7 @@ def setting_reads(tree, variables=("cfg", "run_cfg")):
     """The reads of resolved settings in a module's syntax TREE: (section, attribute) of every
     ``cfg.SECTION.attr``, ``cfg.text.SECTION.attr`` and ``cfg.optional.SECTION.attr``, and
     (text, method, NAME) of every read by a constant string key (``cfg["LR"]``: method None,
-    ``cfg.int("LR")``, ``cfg.get("RUNS")``)."""
+    ``cfg.get("RUNS")``)."""
     import ast
 
     from deepnet_fairseq.recipes.spec.settings import SECTIONS, SETTINGS

@@ -63,7 +63,7 @@ def _read_by(cfg) -> list:
     (a text setting's PATH.SRC and PATH.TGT too) and the recipes' directories -- not WORK
     itself, which may be the checkout where configs/ lives."""
     where = paths(cfg)
-    found = [where[name] for name in ("DATA_DIR", "RUNS_DIR", "RESULTS")]
+    found = [where.data_dir, where.runs_dir, where.results]
     for name, setting in SETTINGS.items():
         value = cfg.get(name) if setting.kind == "path" and name != "WORK" else None
         if value:

@@ -39,7 +39,7 @@ from typing import Dict, Mapping
 from .evaluation.distinct import counted
 from .run.runlog import minutes
 from ..processes import EXIT, Interrupted, interrupted, signal_of, signals_interrupt
-from .spec.settings import PREFIX, SettingError, Settings, from_env, home
+from .spec.settings import SettingError, Settings, from_env, home, resolve
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
 from ..storage.fileio import describe_os_error, one_line_os_errors
@@ -57,11 +57,12 @@ def log(message: str) -> None:
     print(f"[quickstart {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
-    """The recipe's environment for a quickstart launch: its size and work directory by
-    default; a quickstart size or device it does not have is refused before anything runs.
-    Read as the resolver reads them (``DEEPNET_SIZE`` before ``SIZE``), so that no spelling
-    the resolver would take passes by this check."""
+def quickstart_settings(env: Mapping[str, str], home: str) -> Settings:
+    """The wmt17 recipe's settings for a quickstart launch. Its own defaults (work directory,
+    source, method, depth) sit below the environment, as a config file's do; the size and
+    device it checked sit above everything, as a sweep's run entry does, so that no spelling
+    the resolver reads (``DEEPNET_SIZE`` before ``SIZE``) can say otherwise. A quickstart size
+    or device it does not have is refused before anything runs."""
     size, device = ((from_env(env, name) or (default,))[0]
                     for name, default in (("SIZE", "quickstart"), ("DEVICE", "cpu")))
     problems = []
@@ -75,11 +76,12 @@ def recipe_env(env: Mapping[str, str], home: str) -> Dict[str, str]:
     work = os.path.join(home, "runs", "quickstart" + ("-smoke" if size == "smoke" else "")
                         + ("-cuda" if device == "cuda" else ""))
     defaults = {"WORK": work, "SOURCE": "multi30k", "METHOD": "deepnet", "LAYERS": "6"}
-    # the checked values under both names, so that neither spelling can say otherwise
-    return {**{PREFIX + k: v for k, v in defaults.items() if from_env(env, k) is None}, **env,
-            **{spelling: value for name, value in (("SIZE", SIZES[size, device]),
-                                                   ("DEVICE", device))
-               for spelling in (name, PREFIX + name)}}
+    checked = {"SIZE": SIZES[size, device], "DEVICE": device}
+    return resolve(DATASET, env, home,
+                   given={name: (value, "the quickstart's default")
+                          for name, value in defaults.items()},
+                   run={name: (value, f"the quickstart ({size} on {device})")
+                        for name, value in checked.items()})
 
 
 def show_result(cfg: Settings) -> Dict:
@@ -89,12 +91,12 @@ def show_result(cfg: Settings) -> Dict:
 
     where = paths(cfg)
     pair = f"{cfg.text.data.src}-{cfg.text.data.tgt}"
-    result = read_record(os.path.join(where["RUN_DIR"], "eval", "eval.json"),
+    result = read_record(os.path.join(where.run_dir, "eval", "eval.json"),
                          "eval")["directions"][pair]
-    hyps = hypotheses(os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt"))
+    hyps = hypotheses(os.path.join(where.run_dir, "eval", pair, "generate-test.txt"))
     sides = []
     for lang in (cfg.text.data.src, cfg.text.data.tgt):
-        with open(os.path.join(where["RAW"], f"test.{pair}.{lang}"), encoding="utf-8") as f:
+        with open(os.path.join(where.raw, f"test.{pair}.{lang}"), encoding="utf-8") as f:
             # at most three: TEST_LINES may keep fewer (next() ran past the end after the run)
             sides.append([line.rstrip("\n") for line in itertools.islice(f, 3)])
     print("\nThree test sentences (source / reference / this model):", flush=True)
@@ -103,38 +105,36 @@ def show_result(cfg: Settings) -> Dict:
     return result
 
 
-def run(env: Mapping[str, str], home: str) -> Dict:
+def run(cfg: Settings) -> Dict:
     from . import pipeline
     from .spec.paths import paths
-    from .spec.settings import resolve
 
-    cfg = resolve(DATASET, env, home)
     where = paths(cfg)
     size = cfg.text.where.size
     start = time.time()
     log(f"SIZE={size} DEVICE={cfg.text.where.device}: the {DATASET} recipe, {cfg.text.run.method} "
         f"{cfg.text.run.enc_layers}L-{cfg.text.run.dec_layers}L, {cfg.text.model.embed_dim} wide, "
-        f"{cfg.text.optim.max_update} updates; output in {where['WORK']}")
+        f"{cfg.text.optim.max_update} updates; output in {where.work}")
     log("1/3 prepare: text, sentencepiece, fairseq-preprocess")
-    pipeline.prepare(cfg, env=env)
-    log(f"2/3 train (full log: {where['RUN_DIR']}/train.log)")
-    code = pipeline.train(cfg, env=env)
+    pipeline.prepare(cfg)
+    log(f"2/3 train (full log: {where.run_dir}/train.log)")
+    code = pipeline.train(cfg)
     if signal_of(code):
         raise Interrupted(signal_of(code))
     if code:
         ending = "diverged" if code == EXIT["diverged"] else "failed"
         raise QuickstartError(f"training ended {ending}; see "
-                              f"{where['RUN_DIR']}/status.json and train.log")
+                              f"{where.run_dir}/status.json and train.log")
     log(f"3/3 evaluate: fairseq-generate (beam {cfg.text.eval.beam}) + sacreBLEU on the test set")
-    code = pipeline.evaluate(cfg, env=env)
+    code = pipeline.evaluate(cfg)
     if signal_of(code):
         raise Interrupted(signal_of(code))
     if code:
-        raise QuickstartError(f"evaluation failed; see {where['RUN_DIR']}/evaluate.log")
+        raise QuickstartError(f"evaluation failed; see {where.run_dir}/evaluate.log")
     result = show_result(cfg)
     log(f"done in {minutes(time.time() - start)}: sacreBLEU {result['sacrebleu']} on "
         f"Multi30k test_2016_flickr en->de, {counted(result['distinct'], 'distinct translation')} "
-        f"(details: {where['RUN_DIR']}/eval/eval.json)")
+        f"(details: {where.run_dir}/eval/eval.json)")
     if size == "smoke":
         log("SIZE=smoke checks that the chain runs: its model is not trained enough to "
             "translate (BLEU about 0); run without SIZE for a translating model")
@@ -152,20 +152,19 @@ def main(argv=None) -> int:
     # imports it; nothing a quickstart user can act on (fairseq's own logs keep it)
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"fairscale\.")
     try:
-        env = recipe_env(os.environ, home())
+        cfg = quickstart_settings(os.environ, home())
         if args.dry_run:
             from . import pipeline
-            from .spec.settings import print_settings, resolve
+            from .spec.settings import print_settings
 
-            cfg = resolve(DATASET, env, home())
             print_settings(cfg, "train")
-            return pipeline.train(cfg, dry_run=True, env=env)
+            return pipeline.train(cfg, dry_run=True)
         with signals_interrupt():  # in-process steps end through their cleanup on these too
             for tool in ("fairseq-preprocess", "fairseq-train"):
                 if shutil.which(tool) is None:
                     raise QuickstartError(f"{tool} not found on PATH; run: bash "
                                           "scripts/install.sh")
-            run(env, home())
+            run(cfg)
     except (SettingError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT["refused"]

@@ -99,7 +99,7 @@ def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
              "RUNS": ("deepnet:1:1 deepnet:2:2:LR=0.001", "config f")}
     env = {"DEVICE": "cpu", "DEEPNET_WORK": str(work)}
     cfg = resolve("wmt17", env, REPO, lambda: 0, given=given)
-    bin_dir = paths(cfg)["BIN"]
+    bin_dir = paths(cfg).bin
     os.makedirs(bin_dir)
     open(os.path.join(bin_dir, ".done"), "w").close()
     trained = {}

@@ -2,6 +2,7 @@
 no half-written file, no orphan, and the run resumable."""
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -100,8 +101,10 @@ def test_output_is_logged_live_and_a_signal_is_passed_on(tmp_path):
 
 
 # A child that leaves a process of its own running in another session (as torchrun's workers
-# are, after a SIGKILL of torchrun): it prints that process's pid, then dies.
-LEAVES_ONE = ("setsid bash -c 'echo $$; exec sleep 300' & sleep 0.5; kill -9 $$")
+# are, after a SIGKILL of torchrun): that process prints its pid, then says through a named
+# pipe that it has (the child waits for it there), and the child dies.
+LEAVES_ONE = ("mkfifo {ready}; setsid bash -c 'echo $$; echo > {ready}; exec sleep 300' & "
+              "read < {ready}; kill -9 $$")
 # each launcher of processes.py (the functions that start a child: ``_start``'s callers)
 LAUNCHERS = {
     "run_forwarding": "processes.run_forwarding(CMD, dict(os.environ), [LOG])",
@@ -127,8 +130,9 @@ def test_a_launcher_ends_what_its_child_left_running(tmp_path, launcher):
     says so, in the log and on stderr."""
     log = tmp_path / "child.log"
     out = tmp_path / "launcher.out"
+    leaves_one = LEAVES_ONE.format(ready=shlex.quote(str(tmp_path / "ready")))
     script = (f"import os, sys\nfrom deepnet_fairseq import processes\n"
-              f"CMD, LOG = ['bash', '-c', {LEAVES_ONE!r}], {str(log)!r}\n"
+              f"CMD, LOG = ['bash', '-c', {leaves_one!r}], {str(log)!r}\n"
               f"print({LAUNCHERS[launcher]}, flush=True)\n")
     errors = tmp_path / "launcher.err"
     with open(out, "w") as stdout, open(errors, "w") as stderr:  # files: the orphan holds them

@@ -38,10 +38,10 @@ def test_the_options_set_the_recipe_settings_and_say_so():
 
 def test_without_options_the_study_is_the_declarations():
     cfg = spec([])
-    assert list(cfg.words("METHODS")) == ["post_ln", "pre_ln", "deepnet"]
-    assert list(cfg.ints("DEPTHS")) == [6, 18, 50, 100, 200, 500]
+    assert list(cfg.sweep.methods) == ["post_ln", "pre_ln", "deepnet"]
+    assert list(cfg.sweep.depths) == [6, 18, 50, 100, 200, 500]
     assert (cfg["EMBED_DIM"], cfg["FFN_DIM"], cfg["HEADS"]) == ("64", "128", "2")
-    assert cfg.float("LR") == 1e-3 and cfg.int("MAX_UPDATE") == 400
+    assert cfg.optim.lr == 1e-3 and cfg.optim.max_update == 400
     assert cfg["WORK"] == os.path.join(REPO, "runs", "reverse_copy")
 
 

@@ -287,7 +287,7 @@ def fake_step(run_dir_files, code):
     """A stand-in for pipeline.train / pipeline.evaluate: writes RUN_FILES (relative path -> text)
     into the run directory the recipes resolve for CFG, as the real step does, and exits CODE."""
     def step(cfg, dry_run=False, env=None):
-        run_dir = gpu_check.paths(cfg)["RUN_DIR"]
+        run_dir = gpu_check.paths(cfg).run_dir
         for name, text in run_dir_files.items():
             os.makedirs(os.path.dirname(os.path.join(run_dir, name)), exist_ok=True)
             with open(os.path.join(run_dir, name), "w", encoding="utf-8") as handle:
@@ -320,8 +320,7 @@ def test_generation_speed_comes_from_the_evaluate_log(tmp_path, monkeypatch):
     # H200 the report showed no sentences/s for that reason
     args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--out", str(tmp_path / "out")])
     refs = ["ein Hund läuft .", "zwei Männer spielen ."]
-    raw = gpu_check.paths(gpu_check.resolve(gpu_check.DATASET, gpu_check.recipe_env(args, "fp16", 2),
-                                            gpu_check.REPO))["RAW"]
+    raw = gpu_check.paths(gpu_check.check_settings(args, "fp16", 2)).raw
     os.makedirs(raw)
     with open(os.path.join(raw, "test.en-de.de"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(refs) + "\n")
@@ -423,3 +422,17 @@ def test_verdict_pass_incomplete_fail():
 
 
 # ---------------------------------------------------------------- the real chain, on CPU
+
+
+def test_the_check_is_the_same_whatever_recipe_settings_the_caller_set(tmp_path, monkeypatch):
+    """The check's settings are its own (given above everything, as a sweep's run entry);
+    the caller's recipe settings reach neither them nor the processes' environment."""
+    args = gpu_check.parse_args(["--device", "cpu", "--tiny", "--out", str(tmp_path / "out")])
+    monkeypatch.setenv("DEEPNET_LR", "0.5")
+    monkeypatch.setenv("LAYERS", "12")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    cfg = gpu_check.check_settings(args, "fp16", 2)
+    assert (cfg.optim.lr, cfg.run.enc_layers, cfg.where.work) == (args.lr, 2, args.out)
+    assert cfg.sources["LR"] == "the GPU check"
+    env = gpu_check.process_env(args)
+    assert "DEEPNET_LR" not in env and "LAYERS" not in env and env["OMP_NUM_THREADS"] == "1"

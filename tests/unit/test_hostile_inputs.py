@@ -289,14 +289,14 @@ def test_the_quickstart_shows_the_test_sentences_there_are(tmp_path, lines, monk
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "TEST_LINES": str(lines),
                                      "DEEPNET_WORK": str(tmp_path)}, REPO, lambda: 0)
     where, pair = paths(cfg), f"{cfg['SRC']}-{cfg['TGT']}"
-    os.makedirs(os.path.join(where["RUN_DIR"], "eval", pair))
-    os.makedirs(where["RAW"])
+    os.makedirs(os.path.join(where.run_dir, "eval", pair))
+    os.makedirs(where.raw)
     for lang in (cfg["SRC"], cfg["TGT"]):
-        with open(os.path.join(where["RAW"], f"test.{pair}.{lang}"), "w") as f:
+        with open(os.path.join(where.raw, f"test.{pair}.{lang}"), "w") as f:
             f.write("".join(f"{lang} {i}\n" for i in range(lines)))
-    with open(os.path.join(where["RUN_DIR"], "eval", pair, "generate-test.txt"), "w") as f:
+    with open(os.path.join(where.run_dir, "eval", pair, "generate-test.txt"), "w") as f:
         f.write("".join(f"D-{i}\t-0.1\thyp {i}\n" for i in range(lines)))
-    write_record(os.path.join(where["RUN_DIR"], "eval", "eval.json"), "eval", {"directions": {
+    write_record(os.path.join(where.run_dir, "eval", "eval.json"), "eval", {"directions": {
         pair: {"sacrebleu": 1.0, "tok_bleu": 1.0, "distinct_share": 1.0}}})
     shown = []
     monkeypatch.setattr("builtins.print", lambda *a, **k: shown.append(" ".join(map(str, a))))

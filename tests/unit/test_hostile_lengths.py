@@ -57,7 +57,7 @@ def _binarise(cfg, long_pairs=None):
     fairseq-preprocess's own main with prepare's options. Every split holds four short pairs;
     LONG_PAIRS: {split: (source words, target words)} puts one such pair at index LONG_AT."""
     where = paths(cfg)
-    pieces = make_dirs(os.path.join(where["DATA_DIR"], "spm"))
+    pieces = make_dirs(os.path.join(where.data_dir, "spm"))
     for split in ("train", "valid", "test"):
         pairs = [(SHORT, SHORT)] * 4
         if split in (long_pairs or {}):
@@ -67,17 +67,17 @@ def _binarise(cfg, long_pairs=None):
                 out.writelines(" ".join([word] * pair[side]) + "\n" for pair in pairs)
     options = ["--joined-dictionary"]
     if cfg.declaration.task.shared_dictionary:
-        dictionary = os.path.join(where["DATA_DIR"], "dict.txt")
+        dictionary = os.path.join(where.data_dir, "dict.txt")
         with open(dictionary, "w") as out:
             out.write("a 1\nb 1\n")
         options = ["--srcdict", dictionary, "--tgtdict", dictionary]
-    fairseq_preprocess(*prepare.preprocess_command(cfg, "de", "en", where["BIN"], 1,
+    fairseq_preprocess(*prepare.preprocess_command(cfg, "de", "en", where.bin, 1,
                                                    *options)[1:])
     if cfg.declaration.task.shared_dictionary:
         for name, text in (("langs.txt", "en,de"), ("lang_pairs.txt", "de-en,en-de")):
-            with open(os.path.join(where["BIN"], name), "w") as out:
+            with open(os.path.join(where.bin, name), "w") as out:
                 out.write(text + "\n")
-    open(os.path.join(where["BIN"], ".done"), "w").close()
+    open(os.path.join(where.bin, ".done"), "w").close()
     return where
 
 
@@ -93,7 +93,7 @@ def _fairseq_refuses(cfg, command, split) -> bool:
     from fairseq import options, tasks, utils
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    bin_dir = paths(cfg)["BIN"]
+    bin_dir = paths(cfg).bin
     trained = convert_namespace_to_omegaconf(options.parse_args_and_arch(
         options.get_training_parser(), command[command.index(bin_dir):]))
     task = tasks.setup_task(trained.task)
@@ -161,7 +161,7 @@ def test_a_pair_fairseq_would_refuse_is_refused_before_training(tmp_path, datase
     message = str(refused.value)
     assert "\n" not in message
     assert message.startswith(f"{split} de-en"), message
-    assert f"pair {LONG_AT} (line {LONG_AT + 1} of {where['RAW']}/{split}.de-en." in message
+    assert f"pair {LONG_AT} (line {LONG_AT + 1} of {where.raw}/{split}.de-en." in message
     if limit == "max tokens":
         tokens = 50 * (1 if split == "valid" else 2)
         assert f"--max-tokens {tokens} (from MAX_TOKENS=50)" in message
@@ -200,7 +200,7 @@ def test_train_refuses_before_it_writes_anything(tmp_path):
     where = _binarise(cfg, {"test": (POSITIONS, SHORT)})
     with pytest.raises(SettingError, match="^test de-en: 1 pair"):
         runner.train(cfg, {})
-    assert not os.path.exists(where["RUN_DIR"])
+    assert not os.path.exists(where.run_dir)
 
 
 def test_evaluate_refuses_before_it_decodes(tmp_path):
@@ -208,7 +208,7 @@ def test_evaluate_refuses_before_it_decodes(tmp_path):
     it takes the run's lock or writes a record, with the positions the run trained with."""
     cfg = _cfg(tmp_path, "parallel", MAX_TOKENS="30")
     where = _binarise(cfg, {"test": (60, SHORT)})
-    run = make_dirs(where["RUN_DIR"])
+    run = make_dirs(where.run_dir)
     write_record(os.path.join(run, "status.json"), "status", {"status": "ok"})
     write_record(os.path.join(run, "config.json"), "run-config",
                  {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),

@@ -174,7 +174,7 @@ def test_evaluate_neither_keeps_nor_replaces_an_eval_it_cannot_read(tmp_path, mo
     evaluated", or replaced it), eval/ as it was."""
     work = tmp_path / "work"
     cfg = _prepare_cfg(work)
-    run_dir = workdir.make_dirs(paths(cfg)["RUN_DIR"])
+    run_dir = workdir.make_dirs(paths(cfg).run_dir)
     write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
     result = os.path.join(workdir.make_dirs(os.path.join(run_dir, "eval")), "eval.json")
     open(result, "w").write(DAMAGED[damage]("eval"))
@@ -192,7 +192,7 @@ def test_evaluate_names_a_status_it_cannot_read(tmp_path, monkeypatch, capsys, d
     not trained successfully" (which sent the user to train a run that had trained)."""
     work = tmp_path / "work"
     cfg = _prepare_cfg(work)
-    run_dir = workdir.make_dirs(paths(cfg)["RUN_DIR"])
+    run_dir = workdir.make_dirs(paths(cfg).run_dir)
     status = os.path.join(run_dir, "status.json")
     open(status, "w").write(DAMAGED[damage]("status"))
     code, err = _main(monkeypatch, capsys, {"DEEPNET_WORK": str(work), "SOURCE": "multi30k"},

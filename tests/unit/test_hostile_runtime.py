@@ -547,7 +547,7 @@ def test_a_second_evaluation_of_a_run_is_refused_before_it_writes(tmp_path, monk
 
     cfg = _prepare_cfg(tmp_path / "work")
     env = {"DEEPNET_WORK": str(tmp_path / "work"), **BASE}
-    run_dir = workdir.make_dirs(paths(cfg)["RUN_DIR"])
+    run_dir = workdir.make_dirs(paths(cfg).run_dir)
     write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
     seen = {}
 

@@ -4,6 +4,7 @@ dict, so every
 layout is checked on a CPU machine with no scheduler. No training and no child process here
 (live logs and signals: integration/test_signals.py)."""
 
+import dataclasses
 import os
 import re
 import signal
@@ -238,7 +239,7 @@ def test_several_cpu_processes():
     assert option(cmd, "--ddp-backend") == "legacy_ddp"
     assert option(cmd, "--distributed-world-size") == "3"
     assert "--fp16" not in cmd and "--bf16" not in cmd  # fp32 on CPU by default
-    assert layout.tokens_per_update >= cfg.int("TOKENS_PER_UPDATE")
+    assert layout.tokens_per_update >= cfg.optim.tokens_per_update
 
 
 def test_one_cpu_process_is_plain_fairseq_train():
@@ -313,7 +314,7 @@ def test_work_is_read_only_with_its_prefix():
     assert any("WORK is set in the environment but not read" in note for note in cfg.notes)
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": "/w"}, REPO)
     assert cfg["WORK"] == "/w"
-    assert paths(cfg)["RUN_DIR"] == "/w/runs/deepnet-6L-6L"
+    assert paths(cfg).run_dir == "/w/runs/deepnet-6L-6L"
 
 
 @pytest.mark.parametrize("env, message", [
@@ -534,7 +535,7 @@ def test_stop_diverged_is_a_setting_with_a_default():
     assert cfg["STOP_DIVERGED"] == "3"
     off = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke", "STOP_DIVERGED": "0"},
                            REPO)
-    assert off.int("STOP_DIVERGED") == 0
+    assert off.run.stop_diverged == 0
 
 
 @pytest.mark.parametrize("env, adds", [
@@ -553,7 +554,7 @@ def test_the_layernorm_lr_multiplier_runs_under_the_gpu_defaults(env, adds):
     assert command.count("--fp16-no-flatten-grads") <= 1
     added = "--fp16-no-flatten-grads" in command and "--zero-sharding" not in command
     assert added == adds
-    args = command[command.index(paths(cfg)["BIN"]):]
+    args = command[command.index(paths(cfg).bin):]
     options.parse_args_and_arch(options.get_training_parser(), args)  # raises if refused
 
 
@@ -567,9 +568,9 @@ def test_one_tiny_size():
              tiny["encoder_attention_heads"])
     assert width == (64, 128, 2)  # the paper's Figure 5 models, written out by hand
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
-    assert (cfg.int("EMBED_DIM"), cfg.int("FFN_DIM"), cfg.int("HEADS")) == width
-    smoke = settings.resolve("wmt17", quickstart.recipe_env({"SIZE": "smoke"}, REPO), REPO)
-    assert (smoke.int("EMBED_DIM"), smoke.int("FFN_DIM"), smoke.int("HEADS")) == width
+    assert (cfg.model.embed_dim, cfg.model.ffn_dim, cfg.model.heads) == width
+    smoke = quickstart.quickstart_settings({"SIZE": "smoke"}, REPO)
+    assert (smoke.model.embed_dim, smoke.model.ffn_dim, smoke.model.heads) == width
     args = methods.tiny_width_args()
     assert [int(args[args.index(flag) + 1]) for flag in (
         "--encoder-embed-dim", "--encoder-ffn-embed-dim", "--encoder-attention-heads")] == \
@@ -583,16 +584,24 @@ def test_the_quickstart_checks_its_size_under_every_name_the_resolver_reads(name
     too (settings.from_env): a size or device it does not have is refused however it is
     spelt, before anything runs."""
     with pytest.raises(SettingError, match=f"{name}={value}"):
-        quickstart.recipe_env({f"{prefix}{name}": value}, REPO)
+        quickstart.quickstart_settings({f"{prefix}{name}": value}, REPO)
 
 
 @pytest.mark.parametrize("prefix", ["", settings.PREFIX])
 def test_the_quickstart_runs_the_size_it_checked(prefix):
-    env = quickstart.recipe_env({f"{prefix}SIZE": "smoke", "DEEPNET_DEVICE": "cpu",
-                                 "SIZE": "quickstart"}, REPO)
-    cfg = settings.resolve("wmt17", env, REPO)
+    cfg = quickstart.quickstart_settings({f"{prefix}SIZE": "smoke", "DEEPNET_DEVICE": "cpu",
+                                          "SIZE": "quickstart"}, REPO)
     expected = "smoke" if prefix else "quickstart"  # DEEPNET_SIZE wins, as in the resolver
     assert cfg["SIZE"] == expected and cfg["DEVICE"] == "cpu"
+
+
+def test_the_quickstart_defaults_sit_below_the_environment():
+    """Its own depth and work directory are defaults: the environment's win, with a note."""
+    cfg = quickstart.quickstart_settings({"DEEPNET_LAYERS": "2"}, REPO)
+    assert (cfg.run.enc_layers, cfg.run.method) == (2, "deepnet")
+    assert cfg.where.work == os.path.join(REPO, "runs", "quickstart")
+    assert any(note.startswith("LAYERS: the environment") for note in cfg.notes)
+    assert cfg.sources["SIZE"] == "the quickstart (quickstart on cpu)"
 
 
 def test_a_slurm_gpu_count_in_other_digits_is_not_read_as_a_number():
@@ -630,7 +639,7 @@ def test_methods_that_pass_state_between_layers_are_never_checkpointed(method):
 @pytest.mark.parametrize("kind", ["user's own", "link", "file"])
 def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path, kind):
     results = tmp_path / "results"
-    where = {"RESULTS": str(results), "RUNS_DIR": str(tmp_path / "runs")}
+    where = paths(settings.resolve("wmt17", {"DEEPNET_WORK": str(tmp_path)}, REPO))
     if kind == "user's own":
         results.mkdir()
         (results / "table.md").write_text("mine")
@@ -643,9 +652,10 @@ def test_a_sweep_writes_its_table_only_into_a_results_directory_it_made(tmp_path
         results_dir("wmt17", where)
     assert kind != "user's own" or (results / "table.md").read_text() == "mine"
     fresh = tmp_path / "new" / "results"
-    assert results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)
+    elsewhere = dataclasses.replace(where, results=str(fresh))
+    assert results_dir("wmt17", elsewhere) == str(fresh)
     assert workdir.is_ours(str(fresh))
-    assert results_dir("wmt17", {**where, "RESULTS": str(fresh)}) == str(fresh)  # again
+    assert results_dir("wmt17", elsewhere) == str(fresh)  # again
 
 
 @pytest.mark.parametrize("env,cores,memory_gb,expected", [

@@ -218,7 +218,7 @@ def test_opus100_sweep_plans_every_depth_on_8x80(layers):
     cfg, layout, command = _layout({**CUDA8, "LAYERS": str(layers)})
     assert str(layers) in cfg["DEPTHS"].split()
     assert layout.memory.fits and layout.memory.estimate.peak <= 72 * GB
-    assert layout.tokens_per_update >= cfg.int("TOKENS_PER_UPDATE")
+    assert layout.tokens_per_update >= cfg.optim.tokens_per_update
     assert command[command.index("--max-tokens") + 1] == str(layout.max_tokens)
     assert ("--checkpoint-activations" in command) is layout.checkpoint_activations
     if layers == 500:

@@ -145,7 +145,7 @@ def test_the_runner_shows_the_decoding_lines(tmp_path, capsys, monkeypatch):
 
     env = {"SIZE": "smoke", "DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "work")}
     cfg = settings.resolve("wmt17", env, REPO)
-    run_dir = paths(cfg)["RUN_DIR"]
+    run_dir = paths(cfg).run_dir
     os.makedirs(run_dir)
     write_record(os.path.join(run_dir, "status.json"), "status", {"status": "ok"})
 

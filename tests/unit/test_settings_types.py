@@ -1,8 +1,8 @@
-"""The resolved settings are read as the types their declarations give them: each typed
-accessor (``int``, ``float``, ``flag``, ``words``, ``ints``) reads only settings declared with
-its kind, every call in the package and the benchmarks names a setting of that kind (checked
-in the source, so that a call on a path no test takes is checked too), and no module converts a
-resolved setting's string itself (``int(cfg["X"])``, ``cfg["X"] == "1"``, ``cfg["X"].split()``).
+"""The resolved settings are read as the types their declarations give them: as
+``cfg.SECTION.name``, every such read in the package and the benchmarks naming a setting of that
+section (checked in the source, so that a read on a path no test takes is checked too), and no
+module converts a resolved setting's string itself (``int(cfg["X"])``, ``cfg["X"] == "1"``,
+``cfg["X"].split()``).
 The declarations (``datasets/``, ``presets.py``) hold the values' text before it is resolved,
 and are not scanned for conversions."""
 
@@ -15,9 +15,7 @@ from deepnet_fairseq.recipes.spec.settings import (GROUPS, SECTIONS, SETTINGS,
                                                     SettingError, resolve)
 from support import REPO, setting_reads
 
-ACCESSORS = {"int": "int", "float": "float", "flag": "0|1", "words": "words", "ints": "ints",
-             "int_or_auto": "int|auto"}
-TYPED_KINDS = set(ACCESSORS.values())
+TYPED_KINDS = {"int", "float", "0|1", "words", "ints", "int|auto"}
 
 
 DECLARATIONS = (os.path.join("deepnet_fairseq", "recipes", "datasets"),
@@ -55,14 +53,11 @@ def subscripted_setting(node):
     return None
 
 
-def typed_reads_and_conversions(tree):
-    """(accessor, setting) of every typed read, and a description of every conversion of a
-    setting's string outside the accessors."""
-    reads, conversions = [], []
+def conversions_of(tree):
+    """A description of every conversion of a setting's string (its text) by hand."""
+    conversions = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ACCESSORS and len(node.args) == 1 and setting_name(node.args[0]):
-                reads.append((node.func.attr, setting_name(node.args[0])))
             if node.func.attr == "split" and subscripted_setting(node.func.value):
                 conversions.append(f'["{subscripted_setting(node.func.value)}"].split()')
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
@@ -72,32 +67,20 @@ def typed_reads_and_conversions(tree):
         if isinstance(node, ast.Compare) and subscripted_setting(node.left) and any(
                 isinstance(c, ast.Constant) and c.value in ("0", "1") for c in node.comparators):
             conversions.append(f'["{subscripted_setting(node.left)}"] == "0"/"1"')
-    return reads, conversions
+    return conversions
 
 
-def test_every_typed_read_in_the_source_matches_the_declaration():
-    reads, wrong, conversions = 0, [], []
-    for path, tree in sources():
-        found, converted = typed_reads_and_conversions(tree)
-        reads += len(found)
-        wrong += [f"{path}: .{accessor}(\"{name}\") of a setting declared "
-                  f"{SETTINGS[name].kind!r}" for accessor, name in found
-                  if SETTINGS[name].kind != ACCESSORS[accessor]]
-        if not path.startswith(DECLARATIONS):
-            conversions += [f"{path}: {text}" for text in converted]
-    # the accessors remain for names computed in a loop (each split's *_LINES); the rest read
-    # cfg.SECTION.name (test_every_section_read_names_a_setting_of_that_section)
-    assert not wrong, "\n".join(wrong)
-    assert not conversions, "convert through the typed accessors:\n" + "\n".join(conversions)
+def test_no_module_converts_a_settings_text_by_hand():
+    conversions = [f"{path}: {text}" for path, tree in sources()
+                   if not path.startswith(DECLARATIONS) for text in conversions_of(tree)]
+    assert not conversions, "read the typed cfg.SECTION.name:\n" + "\n".join(conversions)
 
 
-def test_the_scan_sees_a_mismatch_and_a_conversion():
-    tree = ast.parse('cfg.int("LR")\nint(cfg["LAYERS"])\ncfg["RETRY"] == "1"\n'
-                     'cfg["METHODS"].split()\ncfg.float("LR")\nint(cfg.text.run.seed)\n'
-                     'cfg.text.sweep.methods.split()\ncfg.text.run.retry == "0"\n')
-    reads, conversions = typed_reads_and_conversions(tree)
-    assert ("int", "LR") in reads and SETTINGS["LR"].kind != "int"
-    assert len(conversions) == 6
+def test_the_scan_sees_each_conversion():
+    tree = ast.parse('int(cfg["LAYERS"])\ncfg["RETRY"] == "1"\ncfg["METHODS"].split()\n'
+                     'int(cfg.text.run.seed)\ncfg.text.sweep.methods.split()\n'
+                     'cfg.text.run.retry == "0"\ncfg.optim.lr\ncfg.text.optim.lr\n')
+    assert len(conversions_of(tree)) == 6
 
 
 @pytest.fixture(scope="module")
@@ -107,19 +90,11 @@ def cfg():
     return resolve("wmt17", env, REPO)
 
 
-def test_accessors_give_the_declared_types(cfg):
-    assert cfg.words("METHODS") == ("deepnet", "post_ln")
-    assert cfg.ints("DEPTHS") == (2, 6)
-    assert cfg.flag("RETRY") is True
-    assert isinstance(cfg.int("MAX_UPDATE"), int) and isinstance(cfg.float("LR"), float)
-
-
-@pytest.mark.parametrize("accessor,name", [("int", "LR"), ("float", "MAX_UPDATE"),
-                                           ("flag", "SEED"), ("words", "DEPTHS"),
-                                           ("ints", "METHODS")])
-def test_an_accessor_refuses_a_setting_of_another_kind(cfg, accessor, name):
-    with pytest.raises(TypeError, match=f"{name} is declared"):
-        getattr(cfg, accessor)(name)
+def test_sections_give_the_declared_types(cfg):
+    assert cfg.sweep.methods == ("deepnet", "post_ln")
+    assert cfg.sweep.depths == (2, 6)
+    assert cfg.run.retry is True
+    assert isinstance(cfg.optim.max_update, int) and isinstance(cfg.optim.lr, float)
 
 
 ENVIRONMENTS = {"environ", "env"}  # what the package calls the environment it is given

@@ -212,7 +212,7 @@ def copy_local(files: List[LocalText], out: str) -> None:
 
 def split_limits(cfg):
     """(split, file stem of SOURCE=local, lines to keep) for train, valid and test."""
-    return [(split, cfg[f"LOCAL_{split.upper()}"], cfg.int(f"{split.upper()}_LINES"))
+    return [(split, getattr(cfg.text.data, f"local_{split}"), getattr(cfg.data, f"{split}_lines"))
             for split in SPLITS]
 
 

@@ -43,6 +43,6 @@ def data_otherwise(cfg: Settings) -> None:
     """Refuse (a SettingError naming each setting and both values) prepared data whose record
     says other data settings than CFG's: a run would train or be evaluated on other data than
     its records say (VOCAB=2000 recorded, 1000 pieces used). Prepare's own check."""
-    problem = prepared_otherwise(cfg, paths(cfg)["DATA_DIR"], using=True)
+    problem = prepared_otherwise(cfg, paths(cfg).data_dir, using=True)
     if problem:
         raise SettingError(problem)

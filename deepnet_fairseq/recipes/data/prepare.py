@@ -48,7 +48,7 @@ def raw_text(cfg: Settings, out: str, say) -> List[str]:
 
 def preprocess_command(cfg: Settings, src: str, tgt: str, dest: str, workers: int,
                        *options: str) -> List[str]:
-    prefix = f"{paths(cfg)['DATA_DIR']}/spm/{{}}.{src}-{tgt}"
+    prefix = f"{paths(cfg).data_dir}/spm/{{}}.{src}-{tgt}"
     return ["fairseq-preprocess", "--source-lang", src, "--target-lang", tgt,
             "--trainpref", prefix.format("train"), "--validpref", prefix.format("valid"),
             "--testpref", prefix.format("test"), "--destdir", dest,
@@ -59,7 +59,7 @@ def binarise(cfg: Settings, src: str, tgt: str, dest: str, *options: str) -> Non
     """fairseq-preprocess of one pair of DATA_DIR/spm into DEST (``WORKERS`` of its workers),
     its output in preprocess.log; a signal reaches fairseq-preprocess and its workers, and
     stops this step."""
-    data = paths(cfg)["DATA_DIR"]
+    data = paths(cfg).data_dir
     command = preprocess_command(cfg, src, tgt, dest, cfg.data.workers, *options)
     code, signum = run_forwarding(command, os.environ, [os.path.join(data, "preprocess.log")])
     if signum:
@@ -77,7 +77,7 @@ def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, s
     TMP/PAIR.part/, whose files are moved into TMP and the pair marked done (TMP/.done-PAIR)
     as it ends; its output goes to TMP/PAIR.log, then to DATA_DIR/preprocess.log. A signal
     stops every run (the .part directories are left for the next run to replace)."""
-    data = paths(cfg)["DATA_DIR"]
+    data = paths(cfg).data_dir
     workers = cfg.data.workers
     at_once = min(workers, len(pairs))
     commands, logs, parts = [], [], []
@@ -119,7 +119,7 @@ def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, s
 
 
 def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
-    binary = paths(cfg)["BIN"]
+    binary = paths(cfg).bin
     if os.path.isfile(os.path.join(binary, ".done")):
         return
     if not cfg.declaration.task.shared_dictionary:  # one pair
@@ -136,7 +136,7 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
     say(f"fairseq-preprocess, {len(pairs)} pair(s), one shared dictionary -> {binary}")
     tmp = make_dirs(binary + ".tmp")
     dictionary = os.path.join(tmp, "dict.txt")
-    with open(os.path.join(paths(cfg)["DATA_DIR"], "spm.vocab"), encoding="utf-8") as vocab:
+    with open(os.path.join(paths(cfg).data_dir, "spm.vocab"), encoding="utf-8") as vocab:
         write_atomically(dictionary, "".join(line.split("\t")[0] + " 1\n"
                                              for line in list(vocab)[1:]))
     todo = [pair for pair in pairs if not os.path.isfile(os.path.join(tmp, f".done-{pair}"))]
@@ -229,8 +229,8 @@ def prepare(cfg: Settings) -> int:
         log(cfg, "prepare", message)
 
     where = paths(cfg)
-    data = where["DATA_DIR"]
-    if not os.path.isfile(os.path.join(where["RAW"], ".done")):  # raw text still to be read
+    data = where.data_dir
+    if not os.path.isfile(os.path.join(where.raw, ".done")):  # raw text still to be read
         check_inputs(cfg)  # before anything is created: a missing input leaves nothing behind
     for tool in ("fairseq-preprocess",):
         if shutil.which(tool) is None:
@@ -250,7 +250,7 @@ def prepare(cfg: Settings) -> int:
 
 
 def _prepare_steps(cfg: Settings, where: dict, say) -> int:
-    data, raw = where["DATA_DIR"], where["RAW"]
+    data, raw = where.data_dir, where.raw
     stage = Stages(os.path.join(data, "stages.json"), say)
     if not os.path.isfile(os.path.join(raw, ".done")):
         with stage("raw text"), building(raw) as tmp:
@@ -267,8 +267,8 @@ def _prepare_steps(cfg: Settings, where: dict, say) -> int:
                      cfg.data.len_ratio, cfg.text.data.encoding, stage, cfg.data.workers)
     except (ValueError, RuntimeError) as err:  # bad text, a vocabulary the corpus cannot carry
         raise PrepareError(str(err)) from None
-    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
+    if not os.path.isfile(os.path.join(where.bin, ".done")):
         with stage("binarise"):
             binarise_all(cfg, pairs, say)
-    say(f"done: {where['BIN']}")
+    say(f"done: {where.bin}")
     return 0

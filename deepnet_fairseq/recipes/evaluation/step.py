@@ -26,7 +26,7 @@ from .evaluate import up_to_date
 
 def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg.text.run.run_name
+    run_dir, name = where.run_dir, cfg.text.run.run_name
     command = evaluate_command(cfg, dry_run=dry_run)
     if dry_run:
         print(shlex.join(command))
@@ -40,7 +40,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
     # the run's lock before anything is written: a second evaluation (or a training) is
     # refused here, with the first one's records and log untouched; the evaluation inherits it
     with RunLock(run_dir, step="evaluate") as lock:
-        for directory in (where["CHECKPOINTS"], where["BIN"], where["RAW"]):
+        for directory in (where.checkpoints, where.bin, where.raw):
             refuse_links_within(directory)  # read by name, as training's (evaluate.py too)
         return _evaluate_locked(cfg, env, command, lock)
 
@@ -48,7 +48,7 @@ def evaluate(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> in
 def _evaluate_locked(cfg: Settings, env: Mapping[str, str], command: List[str],
                      lock: RunLock) -> int:
     """``evaluate`` of a run whose directory this process holds."""
-    run_dir, name = paths(cfg)["RUN_DIR"], cfg.text.run.run_name
+    run_dir, name = paths(cfg).run_dir, cfg.text.run.run_name
     result = os.path.join(run_dir, "eval", "eval.json")
     if up_to_date(run_dir, command[3:]):  # command: python -m MODULE ARGV
         log(cfg, "evaluate", f"{name} already evaluated with these checkpoints and settings: "

@@ -13,23 +13,23 @@ from ..run.commands import method_args, prepare_first, task_args, train_command
 from ..run.layout import plan_layout
 from ..run.runner import status_of, train
 from ...processes import EXIT, signal_of
-from ..spec.paths import paths
+from ..spec.paths import RunPaths, paths
 from ..spec.settings import SettingError, Settings, check_run_entry, resolve, run_label, run_name
 from ...storage.directories import MARKER, Busy, NotOurs, is_ours, make_dirs
 from ...storage.records import write_record
 
 
-def results_dir(dataset: str, where: Mapping[str, str]) -> str:
+def results_dir(dataset: str, where: RunPaths) -> str:
     """The sweep's ``$WORK/results``, created and marked by the recipes; one they did not create
     (a user's own results/, a link) is refused, never written over."""
-    results = where["RESULTS"]
+    results = where.results
     if os.path.lexists(results) and (os.path.islink(results) or not os.path.isdir(results)
                                      or not is_ours(results)):
         raise SettingError(f"{results} exists and the recipes did not create it (no {MARKER} "
                            f"in it): the table is not written over it. Move it away and run the "
                            f"sweep again (finished runs are kept), or draw the table elsewhere: "
                            f"python -m deepnet_fairseq.recipes.reporting.report "
-                           f"--dataset {dataset} --runs {where['RUNS_DIR']} --out DIR")
+                           f"--dataset {dataset} --runs {where.runs_dir} --out DIR")
     return make_dirs(results)
 
 
@@ -75,13 +75,13 @@ def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     specs, names, run_cfgs = _resolve_runs(cfg, env)
     if dry_run:
         for name in names:
-            state = (status_of(os.path.join(where["RUNS_DIR"], name)) or {}).get("status", "new")
+            state = (status_of(os.path.join(where.runs_dir, name)) or {}).get("status", "new")
             print(f"{name}: {state}")
         return 0
-    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; {prepare_first(cfg)}")
+    if not os.path.isfile(os.path.join(where.bin, ".done")):
+        raise SettingError(f"no prepared data in {where.bin}; {prepare_first(cfg)}")
     data_otherwise(cfg)  # before any run: each would be refused alike
-    write_record(os.path.join(where["WORK"], "sweep.config.json"), "sweep-config",
+    write_record(os.path.join(where.work, "sweep.config.json"), "sweep-config",
                  {"step": "sweep", "dataset": cfg.dataset, "settings": cfg.as_json(),
                   "runs": names})
     for spec, name, run_cfg in zip(specs, names, run_cfgs):
@@ -118,7 +118,7 @@ def _train_and_evaluate(cfg: Settings, env: Mapping[str, str], spec, name: str,
     else 0 whatever became of it (failed, diverged, not evaluated: logged, and the sweep goes
     on)."""
     method, n, m, overrides = spec
-    runs_dir = paths(cfg)["RUNS_DIR"]
+    runs_dir = paths(cfg).runs_dir
     try:
         code = train(run_cfg, env)
     except (SettingError, Busy, NotOurs) as err:
@@ -156,8 +156,8 @@ def _report(cfg: Settings, where) -> None:
     """The sweep's results table, in its own results directory."""
     results_dir(cfg.dataset, where)
     # runs that trained but stayed at the source-blind loss are marked, where BIN gives it
-    stalled = ["--data", where["BIN"]] if cfg.declaration.task.source_blind_baseline else []
+    stalled = ["--data", where.bin] if cfg.declaration.task.source_blind_baseline else []
     # --force: the results directory is the sweep's own (made and marked above), its tables
     # replaced by each sweep
-    report_main(["--dataset", cfg.dataset, "--runs", where["RUNS_DIR"], "--out", where["RESULTS"],
+    report_main(["--dataset", cfg.dataset, "--runs", where.runs_dir, "--out", where.results,
                  "--force", *stalled])

@@ -24,7 +24,7 @@ def prepare_first(cfg: Settings) -> str:
 
 
 def _bin_list(cfg: Settings, name: str, dry_run: bool) -> str:
-    path = os.path.join(paths(cfg)["BIN"], name)
+    path = os.path.join(paths(cfg).bin, name)
     if os.path.isfile(path):
         return open(path, encoding="utf-8").read().strip()
     if dry_run:
@@ -78,7 +78,7 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     where = paths(cfg)
     # the values as resolved (their text: 1e-7 stays 1e-7 on the command line)
     model, optim, machine = cfg.text.model, cfg.text.optim, cfg.text.machine
-    args = [where["BIN"], "--user-dir", USER_DIR, *task, *method,
+    args = [where.bin, "--user-dir", USER_DIR, *task, *method,
             "--encoder-embed-dim", model.embed_dim, "--encoder-ffn-embed-dim", model.ffn_dim,
             "--encoder-attention-heads", model.heads, "--decoder-embed-dim", model.embed_dim,
             "--decoder-ffn-embed-dim", model.ffn_dim, "--decoder-attention-heads", model.heads,
@@ -112,10 +112,10 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     if layout.memory:
         args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
     args += per_tensor_steps(layout, method, args)
-    args += ["--save-dir", where["CHECKPOINTS"],
+    args += ["--save-dir", where.checkpoints,
              # fairseq's own TensorBoard logging (its master process: train_inner, train and
              # valid scalars), beside the run's log, for the tools users look with
-             "--tensorboard-logdir", where["TENSORBOARD"],
+             "--tensorboard-logdir", where.tensorboard,
              "--save-interval-updates", optim.save_interval_updates,
              "--keep-interval-updates", optim.average_last, "--no-epoch-checkpoints",
              "--log-format", "simple", "--log-interval", cfg.text.run.log_interval]
@@ -165,12 +165,12 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     score = (["--tokenized-bleu"] if cfg.eval.tokenized_bleu else []) + \
         (["--compound-split"] if cfg.eval.compound_split else []) + \
         (["--multilingual"] if declared.language_tokens else [])  # evaluate: see its --help
-    generate = [where["BIN"], "--user-dir", USER_DIR, "--gen-subset", "test",
+    generate = [where.bin, "--user-dir", USER_DIR, "--gen-subset", "test",
                 "--beam", cfg.text.eval.beam, "--lenpen", cfg.text.eval.lenpen,
                 "--max-len-a", cfg.text.eval.max_len_a, "--max-len-b", cfg.text.eval.max_len_b,
                 "--max-tokens", str(cfg.machine.max_tokens * 2),
                 "--bpe", "sentencepiece",
-                "--sentencepiece-model", os.path.join(where["DATA_DIR"], "spm.model"),
+                "--sentencepiece-model", os.path.join(where.data_dir, "spm.model"),
                 # fairseq 0.12.3's batch_by_size drops the last batch when its size is not a
                 # multiple of --required-batch-size-multiple (8 by default): that would
                 # silently drop test sentences
@@ -180,9 +180,9 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
     elif cfg.text.machine.precision in ("fp16", "bf16"):
         generate.append(f"--{cfg.text.machine.precision}")
     return [python, "-m", "deepnet_fairseq.recipes.evaluation.evaluate",
-            "--run-dir", where["RUN_DIR"], "--average-last", cfg.text.optim.average_last,
+            "--run-dir", where.run_dir, "--average-last", cfg.text.optim.average_last,
             "--directions", directions,
-            "--references", where["RAW"], *score, "--", *generate, *task]
+            "--references", where.raw, *score, "--", *generate, *task]
 
 
 QUIET_IMPORT_WARNINGS = ("ignore::FutureWarning:fairscale.experimental.nn.offload",)

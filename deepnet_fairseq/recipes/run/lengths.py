@@ -218,17 +218,17 @@ def refuse_too_long(cfg: Settings, train_command: Sequence[str], splits=(VALID, 
     generate_argv = evaluate_argv[evaluate_argv.index("--") + 1:]
     found = [(split, src, tgt, prefix) for split in splits
              for src, tgt in directions(evaluate_argv)
-             for prefix in [pair_files(where["BIN"], split, src, tgt)] if prefix]
+             for prefix in [pair_files(where.bin, split, src, tgt)] if prefix]
     if not found:
         return  # nothing binarised: fairseq names a missing split itself
-    trained = train_args(train_command, where["BIN"])
+    trained = train_args(train_command, where.bin)
     limits = {VALID: valid_limits(trained) if VALID in splits else None,
               TEST: test_limits(generate_argv, trained) if TEST in splits else None}
     for split in splits:
         refused = []
         for _, src, tgt, prefix in (f for f in found if f[0] == split):
             pair = os.path.basename(prefix).split(".")[1]
-            raw = os.path.join(where["RAW"], f"{split}.{pair}.{{{src},{tgt}}}")
+            raw = os.path.join(where.raw, f"{split}.{pair}.{{{src},{tgt}}}")
             why = problem(limits[split], f"{src}-{tgt}", pair_sizes(prefix, src, tgt), raw,
                           cfg.machine.max_tokens)
             if why:
@@ -244,9 +244,9 @@ def refuse_too_long_to_evaluate(cfg: Settings) -> None:
     unreadable (evaluate's own checks deal with it)."""
     where = paths(cfg)
     try:
-        record = read_record(os.path.join(where["RUN_DIR"], "config.json"), "run-config")
+        record = read_record(os.path.join(where.run_dir, "config.json"), "run-config")
     except RecordError:
         return
     command = (record or {}).get("command")
-    if command and where["BIN"] in command:
+    if command and where.bin in command:
         refuse_too_long(cfg, command, splits=(TEST,))

@@ -170,7 +170,7 @@ def _vocab_size(bin_dir: str) -> int:
 
 def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg.text.run.run_name
+    run_dir, name = where.run_dir, cfg.text.run.run_name
     layout = plan_layout(cfg, env)
     command = train_command(cfg, layout, method_args(cfg), task_args(cfg, dry_run))
     run, model = cfg.text.run, cfg.text.model
@@ -196,8 +196,8 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
             print(layout.memory_text())
         print(shlex.join(command))
         return 0
-    if not os.path.isfile(os.path.join(where["BIN"], ".done")):
-        raise SettingError(f"no prepared data in {where['BIN']}; {prepare_first(cfg)}")
+    if not os.path.isfile(os.path.join(where.bin, ".done")):
+        raise SettingError(f"no prepared data in {where.bin}; {prepare_first(cfg)}")
     data_otherwise(cfg)
     if os.path.isdir(run_dir) and not is_ours(run_dir):
         raise SettingError(f"{run_dir} exists and the recipes did not create it (no {MARKER} "
@@ -218,7 +218,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
         # name: a link in them would resume from, and overwrite, what it points to. Asked
         # under the lock, so that no launch of the recipes changes the run between the
         # answer and fairseq's start
-        for directory in (run_dir, where["BIN"]):
+        for directory in (run_dir, where.bin):
             refuse_links_within(directory)
         try:
             return _train_attempt(cfg, env, layout, command, lock)
@@ -274,12 +274,12 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
                    lock: RunLock) -> int:
     """One attempt of a run whose directory this launcher holds (``train``)."""
     where = paths(cfg)
-    run_dir, name = where["RUN_DIR"], cfg.text.run.run_name
+    run_dir, name = where.run_dir, cfg.text.run.run_name
     attempts = make_dirs(os.path.join(run_dir, "attempts"))
     # fairseq writes and deletes checkpoints in it: made and marked here first, so that a
     # link planted in its place is refused (make_dirs) rather than followed by fairseq
-    make_dirs(where["CHECKPOINTS"])
-    make_dirs(where["TENSORBOARD"])  # the same for fairseq's TensorBoard event files
+    make_dirs(where.checkpoints)
+    make_dirs(where.tensorboard)  # the same for fairseq's TensorBoard event files
     suffix = layout.node_suffix
     number = _next_attempt(attempts, suffix)
     logs = [os.path.join(attempts, f"attempt-{number}{suffix}.log"),
@@ -292,7 +292,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
         _clean_up_after_an_interruption(cfg, name, where)
-    updates, epochs = training_done(where["CHECKPOINTS"])
+    updates, epochs = training_done(where.checkpoints)
     reached = limit_reached(cfg, updates, epochs)
     if reached:
         return _ended_at(cfg, layout, {**meta, "attempt": number - 1, "num_updates": updates},
@@ -323,10 +323,10 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
 def _clean_up_after_an_interruption(cfg: Settings, name: str, where) -> None:
     """What an interrupted attempt left: its temporaries removed, an unreadable
     checkpoint_last.pt replaced by the newest readable update checkpoint."""
-    for stale in _stale_temporaries(where["RUN_DIR"]):
+    for stale in _stale_temporaries(where.run_dir):
         remove_file(stale)
         log(cfg, "train", f"{name}: removed {stale}, left by an interrupted attempt")
-    repaired = repair_last_checkpoint(where["CHECKPOINTS"])
+    repaired = repair_last_checkpoint(where.checkpoints)
     if repaired:
         log(cfg, "train", f"{name}: {repaired}")
 
@@ -336,7 +336,7 @@ def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs
     """(exit code, signal, divergence watch) of the training COMMAND, its output into LOGS
     line by line, validation lines and a progress line every PROGRESS_EVERY_S on stderr."""
     name = cfg.text.run.run_name
-    watch = runlog.DivergenceWatch(_vocab_size(paths(cfg)["BIN"]), cfg.optim.warmup,
+    watch = runlog.DivergenceWatch(_vocab_size(paths(cfg).bin), cfg.optim.warmup,
                                    cfg.run.stop_diverged)
     progress = runlog.Progress(cfg.optim.max_update)
 
@@ -366,10 +366,10 @@ def _record_end(cfg: Settings, meta: dict, logs: List[str], code: int, signum: O
     """Rank 0's verdict on the attempt (its own log, or the divergence watch that stopped
     it) into status.json; the step's exit status."""
     where = paths(cfg)
-    run_dir = where["RUN_DIR"]
+    run_dir = where.run_dir
     with open(logs[0], encoding="utf-8", errors="replace") as handle:
         result = watch.stopped if watch.stopped and not signum else classify(
-            handle.read(), code, _vocab_size(where["BIN"]), cfg.optim.warmup,
+            handle.read(), code, _vocab_size(where.bin), cfg.optim.warmup,
             signal.Signals(signum).name if signum else None)
     write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})
     state = result["status"]
@@ -385,7 +385,7 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
     META holds its updates): its status as for a run that ended there, from fairseq's own
     lines in the run's log (every attempt's, so that one that failed before its first update
     does not hide the last validation)."""
-    run_dir, name = paths(cfg)["RUN_DIR"], cfg.text.run.run_name
+    run_dir, name = paths(cfg).run_dir, cfg.text.run.run_name
     limit, where = reached
     log(cfg, "train", f"{name}: checkpoint_last.pt is at {where}, {limit}={cfg[limit]}: "
                       f"nothing more to train (set {limit} higher to train on)")
@@ -393,7 +393,7 @@ def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
         return 0
     text = open(train_log, encoding="utf-8", errors="replace").read() \
         if os.path.isfile(train_log) else ""
-    result = classify(text, 0, _vocab_size(paths(cfg)["BIN"]), cfg.optim.warmup)
+    result = classify(text, 0, _vocab_size(paths(cfg).bin), cfg.optim.warmup)
     write_record(os.path.join(run_dir, "status.json"), "status",
                  {**meta, **(status_of(run_dir) or {}), **result,
                   "num_updates": meta["num_updates"]})

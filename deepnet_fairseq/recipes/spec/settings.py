@@ -428,34 +428,6 @@ class Settings:
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
         return self.values.get(name, default)
 
-    # Typed reads. Each accessor reads only settings declared with its kind, so that a value is
-    # read as what its declaration checked it to be (a TypeError is a programming error, and
-    # tests/unit/test_settings_types.py checks every call in the package against the declarations).
-    def _of_kind(self, name: str, kind: str):
-        declared = SETTINGS[name].kind  # KeyError for an undeclared name, as in __getitem__
-        if declared != kind:
-            raise TypeError(f"{name} is declared {declared!r}, not {kind!r}")
-        return typed(name, self[name])
-
-    def int(self, name: str) -> int:
-        return self._of_kind(name, "int")
-
-    def int_or_auto(self, name: str):
-        """The number, or "auto"."""
-        return self._of_kind(name, "int|auto")
-
-    def float(self, name: str) -> float:
-        return self._of_kind(name, "float")
-
-    def flag(self, name: str) -> bool:
-        return self._of_kind(name, "0|1")
-
-    def words(self, name: str) -> Tuple[str, ...]:
-        return self._of_kind(name, "words")
-
-    def ints(self, name: str) -> Tuple[int, ...]:
-        return self._of_kind(name, "ints")
-
     def freeze(self) -> None:
         self.frozen = True
         self.values, self.sources = MappingProxyType(self.values), MappingProxyType(self.sources)
