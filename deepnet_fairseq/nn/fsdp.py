@@ -32,6 +32,11 @@ saves and loads checkpoints on rank 0. What changes, each through one fairseq ho
   optimizers give the unsharded run's steps (Adam, SGD, ...: fairseq's ``supports_flat_params``,
   the condition it sets for fairscale's FSDP too); fp16's flat master copy is refused (as with
   ZeRO): each parameter needs its own master.
+* in eval mode (validation) the whole model is gathered on every process and stays so until
+  training resumes: fairseq's generation (``--eval-bleu``) calls the encoder, the decoder and
+  their layers directly, a different number of times on each process, where per-layer
+  all-gathers would wait for each other forever; it costs the whole weights (2 bytes a parameter
+  in fp16/bf16) on each device during validation.
 * ``Trainer.clip_grad_norm`` aggregates the norm over the processes (the sum of the shards'
   squared norms), as fairseq does for its own FSDP; every process gets the same norm.
 * ``Trainer._build_optimizer``: the torch optimizer inside fairseq's wrapper becomes a
@@ -120,15 +125,22 @@ def _shard_of(whole: torch.Tensor, dtensor) -> torch.Tensor:
 
 class FullyShardedModel(nn.Module):
     """The trainer's model under FSDP2: forwards to the sharded model; its ``parameters()`` are
-    this process's shards, its state dict the whole model's (module docstring)."""
+    this process's shards, its state dict the whole model's (module docstring). In eval mode
+    (validation) every group stays gathered (``_to_whole``)."""
 
-    def __init__(self, module: nn.Module, shards: Dict[str, nn.Parameter]):
+    def __init__(self, module: nn.Module, groups: List[nn.Module], reshard_layers: bool,
+                 shards: Dict[str, nn.Parameter]):
         super().__init__()
         self.module = module
-        # name -> (the FSDP2 DTensor parameter's module and name, this shard's parameter);
-        # kept outside nn.Module's registries so that they are no parameters of the wrapper
+        # kept outside nn.Module's registries (no parameters or submodules of the wrapper):
+        # the FSDP2 modules (the layers, then the root), name -> FSDP2's DTensor parameter
+        # (every name of a shared one) and name -> this process's shard as a parameter
+        self.__dict__["_groups"] = groups
+        self.__dict__["_reshard_layers"] = reshard_layers
+        self.__dict__["_sharded"] = dict(module.named_parameters(remove_duplicate=False))
         self.__dict__["_shards"] = shards
         self.__dict__["_consolidated"] = None
+        self.__dict__["_whole"] = False
 
     def __getattr__(self, name):
         try:
@@ -139,19 +151,35 @@ class FullyShardedModel(nn.Module):
     def forward(self, *args, **kwargs):
         return self.module(*args, **kwargs)
 
+    def train(self, mode: bool = True):
+        """Training: one layer gathered at a time. Evaluation: the whole model gathered (the
+        validation's generation calls the encoder, the decoder and their layers directly, a
+        different number of times on each process, which per-layer all-gathers would hang on);
+        on every process alike, as fairseq switches modes."""
+        super().train(mode)
+        if mode and self._whole:
+            for group in self._groups:
+                group.set_reshard_after_forward(
+                    self._reshard_layers if group is not self.module else False, recurse=False)
+                group.reshard()
+            self.__dict__["_whole"] = False
+        elif not mode and not self._whole:
+            self._to_whole()
+        return self
+
+    def _to_whole(self):
+        for group in self._groups:
+            group.set_reshard_after_forward(False, recurse=False)
+            group.unshard()
+        self.__dict__["_whole"] = True
+
     def _dtensors(self):
-        """name -> the FSDP2 parameter (a DTensor), shared ones once."""
-        seen, found = set(), {}
-        for name, p in self.module.named_parameters():
-            if id(p) not in seen:
-                seen.add(id(p))
-                found[name] = p
-        return found
+        """name -> the FSDP2 parameter (a DTensor), shared ones once (the first name)."""
+        return {name: self._sharded[name] for name in self._shards}
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        dtensors = self._dtensors()
         for name, shard in self._shards.items():
-            if _local(dtensors[name]).data_ptr() != shard.data_ptr() and shard.numel():
+            if _local(self._sharded[name]).data_ptr() != shard.data_ptr() and shard.numel():
                 raise RuntimeError(f"FSDP2 moved the shard of {name}")
             yield prefix + name, shard
 
@@ -162,9 +190,8 @@ class FullyShardedModel(nn.Module):
     def all_reduce_grads(self):
         """The trainer's all-reduce, after the update's backward passes: FSDP2 reduce-scattered
         each gradient already; the shards' parameters take their gradient shards."""
-        dtensors = self._dtensors()
         for name, shard in self._shards.items():
-            p = dtensors[name]
+            p = self._sharded[name]
             if p.grad is None:
                 shard.grad = None
                 continue
@@ -178,18 +205,22 @@ class FullyShardedModel(nn.Module):
     # -- checkpoints: the whole model's state dict (module docstring) --
 
     def consolidate_state_dict(self):
-        """Gather the whole state dict (on every process; kept on rank 0, on CPU), for the
-        ``state_dict()`` of the save that follows."""
+        """Gather the whole state dict (on every process; kept on rank 0, on CPU, one tensor
+        on the device at a time), for the ``state_dict()`` of the save that follows."""
         self.__dict__["_consolidated"] = None
         keep = dist.get_rank() == 0
         gathered, whole = {}, {}
+        # (FSDP2 reshards the model for its state_dict: its keys, and the buffers)
         for name, value in self.module.state_dict(keep_vars=True).items():
+            value = self._sharded.get(name, value)
             key = id(value)
             if key not in gathered:
                 tensor = _gather(value.detach()) if hasattr(value, "_local_tensor") \
                     else value.detach()
                 gathered[key] = tensor.cpu() if keep else None
             whole[name] = gathered[key]
+        if self._whole:
+            self._to_whole()
         if keep:
             self.__dict__["_consolidated"] = whole
 
@@ -210,10 +241,9 @@ class FullyShardedModel(nn.Module):
         state_dict = dict(state_dict)
         if hasattr(self.module, "upgrade_state_dict"):
             self.module.upgrade_state_dict(state_dict)
-        params = {name: p for name, p in self.module.named_parameters(remove_duplicate=False)}
         for name, value in list(state_dict.items()):
-            p = params.get(name)
-            if p is not None and isinstance(p, DTensor) and not isinstance(value, DTensor):
+            p = self._sharded.get(name)
+            if p is not None and not isinstance(value, DTensor):
                 if tuple(value.shape) != tuple(p.shape):
                     continue  # left to load_state_dict's own size-mismatch error
                 local = _shard_of(value.to(p.dtype), p)
@@ -221,9 +251,11 @@ class FullyShardedModel(nn.Module):
                                                       shape=p.shape, stride=p.stride(),
                                                       run_check=False)
         if model_cfg is not None:
-            return self.module.load_state_dict(state_dict, strict=strict, model_cfg=model_cfg,
-                                               **kwargs)
-        return self.module.load_state_dict(state_dict, strict=strict, **kwargs)
+            kwargs["model_cfg"] = model_cfg
+        result = self.module.load_state_dict(state_dict, strict=strict, **kwargs)
+        if self._whole:  # FSDP2 resharded the model to load it
+            self._to_whole()
+        return result
 
 
 def fully_shard_model(model: nn.Module, group, device, reshard_after_forward=True):
@@ -240,20 +272,18 @@ def fully_shard_model(model: nn.Module, group, device, reshard_after_forward=Tru
     layers = layers_of(model)
     for layer in layers:
         fully_shard(layer, mesh=mesh, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    # the root (embeddings, output projection, final LayerNorms): gathered from its forward to
+    # the end of the backward, which needs it at once (FSDP2's default for the root)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False)
     shards = {}
-    seen = set()
-    for name, p in model.named_parameters():
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
+    for name, p in model.named_parameters():  # shared ones once
         shard = nn.Parameter(_local(p.data), requires_grad=requires_grad[name])
         for attribute, value in tags[name].items():
             setattr(shard, attribute, value)
         shards[name] = shard
     logger.info(f"FSDP2: {len(layers)} layers and the rest of the model fully sharded over "
                 f"{mesh.size()} processes")
-    return FullyShardedModel(model, shards)
+    return FullyShardedModel(model, [*layers, model], reshard_after_forward, shards)
 
 
 # --- the optimizer ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@ Real torchrun processes (gloo, CPU) running fairseq-train through tests/distribu
 in three launches:
 
 1. two processes: each precision, sharded by FSDP2 and unsharded, 6 updates each; the same with
-   ``--update-freq 2``, ``--checkpoint-activations`` and ``--deepnorm-ln-lr-multiplier auto``;
+   ``--update-freq 2``, ``--checkpoint-activations`` and ``--deepnorm-ln-lr-multiplier auto``,
+   and with validation (``--eval-bleu``'s beam search) after updates 3 and 6;
    memory-efficient fp16 saved at update 3 and resumed; then A (FSDP2) and W (unsharded) train
    epoch 1, and R (unsharded) resumes W for epoch 2;
 2. one process: B (unsharded) resumes A for epoch 2, C trains epoch 1 (unsharded), E gives
@@ -57,6 +58,12 @@ def runs(toy_data, tmp_path_factory):
         for sharding, backend in (("fsdp", FSDP), ("ddp", [])):
             first[f"{name}-{sharding}"] = ([data, *TWO, *backend, *CLIP, *flags,
                                             "--max-update", "6", "--no-epoch-checkpoints"], {})
+    # validation, with generation (BLEU), after update 3 and 6, then training on
+    validating = [data, *[a for a in TWO if a != "--disable-validation"], *CLIP,
+                  "--save-interval-updates", "3", "--max-update", "6", "--no-epoch-checkpoints",
+                  "--eval-bleu", "--eval-bleu-args", '{"beam": 2}']
+    first["valid-fsdp"] = ([*validating, *FSDP], {})
+    first["valid-ddp"] = (validating, {})
     memeff = [data, *TWO, *FSDP, *CLIP, *PRECISIONS["memeff"], "--no-epoch-checkpoints"]
     first["memeff-3"] = ([*memeff, "--max-update", "3"], {})
     first["memeff-3to6"] = ([*memeff, "--max-update", "6", "--restore-file",
@@ -146,6 +153,25 @@ def test_fsdp2_trains_as_the_unsharded_run(runs, name):
         theirs["last_optimizer_state"]["param_groups"]
     assert ours["last_optimizer_state"].get("loss_scale") == \
         theirs["last_optimizer_state"].get("loss_scale")
+
+
+def test_fsdp2_validates_and_generates_as_the_unsharded_run(runs):
+    """In eval mode the whole model is gathered on every process: validation's loss and its
+    beam search (--eval-bleu calls the encoder and decoder directly, a different number of
+    steps on each process) as unsharded, and training goes on as unsharded after it."""
+    def valid(name):
+        return [json.loads(line[line.index("{"):]) for line in log(runs, name).splitlines()
+                if '"valid_loss"' in line]
+
+    sharded, unsharded = valid("valid-fsdp"), valid("valid-ddp")
+    assert [r["valid_num_updates"] for r in sharded] == ["3", "6"]
+    for ours, theirs in zip(sharded, unsharded):
+        assert abs(float(ours["valid_loss"]) - float(theirs["valid_loss"])) <= 1e-3
+        assert ours["valid_bleu"] == theirs["valid_bleu"]
+    trained, reference = losses(runs, "valid-fsdp"), losses(runs, "valid-ddp")
+    assert sorted(trained) == list(range(1, 7))
+    for update in trained:
+        assert abs(trained[update] - reference[update]) <= 1e-3, update
 
 
 def test_a_fsdp2_checkpoint_is_the_unsharded_one(runs):
