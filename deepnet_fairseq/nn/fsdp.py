@@ -411,8 +411,6 @@ def install() -> None:
     if getattr(Trainer, "_deepnet_fsdp2", False):
         return
     Trainer._deepnet_fsdp2 = True
-    import fairseq.distributed  # noqa: F401  (before its fsdp_enable_wrap is replaced below)
-
     Trainer.is_fsdp = property(lambda self: False)  # fairscale's FSDP: never
 
     wrap = models.DistributedFairseqModel
