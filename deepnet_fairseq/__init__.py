@@ -53,12 +53,13 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 def register() -> None:
     """Register the plugin with fairseq (idempotent: Python imports each module once)."""
     from . import models, tasks  # noqa: F401  (their registrations)
-    from .nn import zero
+    from .nn import fsdp, zero
     from .storage import checkpoint_compat  # noqa: F401  (its registrations)
     from .storage.checkpoint_io import load_fairseq_checkpoints_weights_only
 
     load_fairseq_checkpoints_weights_only()
     zero.install()  # --zero-sharding os on torch's ZeroRedundancyOptimizer, not fairscale's OSS
+    fsdp.install()  # --ddp-backend fully_sharded on torch's FSDP2, not fairscale's FSDP
 
 
 def load(checkpoint: str, data=None, sentencepiece_model=None, pieces=False, **overrides):

@@ -33,16 +33,18 @@ same on every distributed worker (each imports the plugin and tags its replica).
 
 Not supported, with an error at argument parsing: ``--fp16``/``--bf16`` with flattened grads (all
 parameters live in one fp32 buffer: add ``--fp16-no-flatten-grads`` or use
-``--memory-efficient-fp16``), ``--ddp-backend fully_sharded`` (it flattens parameters too) and
-``--optimizer composite``. The recipes add ``--fp16-no-flatten-grads`` themselves when a method
-uses the option under fp16/bf16 (``recipes.run.commands.per_tensor_steps``), so their GPU defaults
-need nothing from the user; tests/unit/test_layernorm_lr.py checks one fp16 update both ways.
+``--memory-efficient-fp16``) and ``--optimizer composite``. The recipes add
+``--fp16-no-flatten-grads`` themselves when a method uses the option under fp16/bf16
+(``recipes.run.commands.per_tensor_steps``), so their GPU defaults need nothing from the user;
+tests/unit/test_layernorm_lr.py checks one fp16 update both ways.
 ZeRO-1 (``--zero-sharding os``) works in fp32 and with ``--fp16-no-flatten-grads``: torch's
 ZeroRedundancyOptimizer (``nn/zero.py``; fairseq's own fairscale OSS alike) is a torch optimizer
 whose step runs the shard's own optimizer and then broadcasts the shards, so the outer (ZeRO)
 step saves and rescales every tagged parameter on every process and the inner one leaves them to
 it (``_CLAIMED``); tests/slow/test_distributed.py checks one update of 2 processes in both
-precisions.
+precisions. Full sharding (``--ddp-backend fully_sharded``, torch's FSDP2: ``nn/fsdp.py``) gives
+fairseq's optimizer each process's shard of every parameter as a parameter of its own, tagged
+as the whole one was, so the hook scales the shards' steps (tests/slow/test_fsdp.py).
 """
 
 import weakref
@@ -105,9 +107,6 @@ def validate(args) -> None:
             f"{option} needs the optimizer to step each parameter tensor, but --fp16/--bf16 "
             f"flattens all parameters into one fp32 buffer: add --fp16-no-flatten-grads (or use "
             f"--memory-efficient-fp16, or --amp)")
-    if getattr(args, "ddp_backend", None) == "fully_sharded":
-        raise ValueError(f"{option} cannot be used with --ddp-backend fully_sharded, which "
-                         f"flattens the parameters; use --ddp-backend pytorch_ddp (the default)")
     if getattr(args, "optimizer", None) == "composite":
         raise ValueError(f"{option} cannot be used with --optimizer composite: set the "
                          f"LayerNorms' lr_scale in the composite groups instead, or use a plain "
