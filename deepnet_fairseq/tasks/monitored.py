@@ -77,6 +77,12 @@ class LayerMonitor:
 
     def __init__(self, model: torch.nn.Module):
         model = unwrap(model)  # the same parameter and module objects, named without "module."
+        if any(type(param).__name__ == "DTensor" for param in model.parameters()):
+            # each process holds a shard of every tensor: its norms would be the shard's
+            raise RuntimeError("--task translation_monitored does not run under full sharding "
+                               "(--ddp-backend fully_sharded: every process holds only shards "
+                               "of a layer's parameters and gradients); monitor with another "
+                               "--ddp-backend (the monitors do not change training)")
         self.params = defaultdict(list)  # (side, i) -> parameters of that layer
         for name, param in model.named_parameters():
             layer = layer_of(name)

@@ -98,3 +98,25 @@ def test_monitors_refuse_a_model_without_layers():
 
     with pytest.raises(RuntimeError, match="found no trainable parameter named 'encoder.layers"):
         LayerMonitor(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+def test_monitors_refuse_a_fully_sharded_model(toy_data, tmp_path):
+    """Under FSDP2 (--ddp-backend fully_sharded) each process holds shards of every layer's
+    tensors: norms of those would be the shard's, so the monitors refuse rather than log them."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from deepnet_fairseq.nn.fsdp import layers_of
+    from deepnet_fairseq.tasks.monitored import LayerMonitor
+
+    model, _, _ = build(toy_data, "deepnet_transformer_tiny")
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path}/pg", rank=0,
+                                         world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        for layer in layers_of(model):
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        with pytest.raises(RuntimeError, match="does not run under full sharding"):
+            LayerMonitor(model)
+    finally:
+        torch.distributed.destroy_process_group()

@@ -144,7 +144,9 @@ EXPECTED = {
     (500, 8, 80): "activation checkpointing + ZeRO-1",
     (500, 64, 40): "activation checkpointing + ZeRO-1 + memory-efficient fp16",
     (500, 1, 80): "activation checkpointing + memory-efficient fp16",
-    (500, 1, 24): None, (500, 1, 40): None, (500, 8, 24): None, (500, 64, 24): None,
+    (500, 8, 24): "activation checkpointing + full sharding (FSDP2)",
+    (500, 64, 24): "activation checkpointing + full sharding (FSDP2)",
+    (500, 1, 24): None, (500, 1, 40): None,
 }
 
 
@@ -164,6 +166,8 @@ def test_grid_fits_the_card_or_is_refused_with_numbers(layers, gpus, card):
     assert chosen.choice.max_tokens * gpus * chosen.choice.update_freq >= 262144
     if chosen.choice.zero:
         assert gpus >= 2 and "--zero-sharding" in chosen.flags
+    if chosen.choice.full_shard:
+        assert gpus >= 2 and chosen.ddp_backend("pytorch_ddp") == "fully_sharded"
 
 
 def test_500l_on_8x80_needs_checkpointing_and_zero1():
@@ -174,6 +178,53 @@ def test_500l_on_8x80_needs_checkpointing_and_zero1():
     # the two cheaper layouts were tried and did not fit
     assert [line.split(",")[0] for line in chosen.tried] == [
         "plain DDP", "activation checkpointing", "activation checkpointing + ZeRO-1"]
+
+
+def test_500l_on_8x24_shards_fully_where_zero1_does_not_fit():
+    """The paper's 1,000-layer model on 24 GB cards: every ZeRO-1 layout was tried first and
+    did not fit; full sharding (FSDP2) with per-tensor fp32 masters does, at full batch."""
+    chosen = _grid_plan(500, 8, 24)
+    assert chosen.flags == ["--checkpoint-activations", "--ddp-backend", "fully_sharded",
+                            "--fp16-no-flatten-grads", "--max-tokens", "4096",
+                            "--update-freq", "8"]
+    assert [line.split(",")[0] for line in chosen.tried] == [
+        "plain DDP", "activation checkpointing", "activation checkpointing + ZeRO-1",
+        "activation checkpointing + ZeRO-1 + memory-efficient fp16",
+        "full sharding (FSDP2)", "activation checkpointing + full sharding (FSDP2)"]
+
+
+def test_full_sharding_estimate_by_hand():
+    """FSDP2 over 8 processes, fp16 with FP16Optimizer's per-tensor masters: the resident
+    parts divided by 8, no DDP buckets, two decoder layers and the shared embedding whole
+    (parameters and gradients), and validation's whole weights as a transient."""
+    P, L, d, f, V, T = 1_000_000_000, 200, 512, 2048, 32004, 4096
+    layer = 4 * (d * d + d) * 2 + (d * f + f + f * d + d) + 3 * 2 * d  # a decoder layer
+    est = estimate(P, L, d, V, T, "fp16", checkpointing=True, full_shard=True, world=8,
+                   layer_params=layer)
+    activations = T * (12.22 * V + L * d * 1.96)
+    assert est.components == pytest.approx({
+        "weights": 2 * P / 8, "gradients": 2 * P / 8, "fp32 master + its gradient": 8 * P / 8,
+        "Adam m and v": 8 * P / 8, "DDP gradient buckets": 0,
+        "FSDP2 gathered (whole)": 2 * 2 * (2 * layer + V * d), "activations": activations,
+        "optimizer-step temporaries": 4 * V * d / 8, "validation: whole weights": 2 * P})
+    resident = (2 + 2 + 8 + 8) * P / 8 + 2 * 2 * (2 * layer + V * d)
+    assert est.peak == pytest.approx(resident + max(activations - 2 * P / 8, 2 * P))
+    with pytest.raises(ValueError, match="exclude each other"):
+        estimate(P, L, d, V, T, "fp16", zero=True, full_shard=True, world=8)
+
+
+def test_ddp_backend_fully_sharded_keeps_to_full_sharding():
+    """DDP_BACKEND=fully_sharded: the plan chooses among full sharding's layouts only (a 6L
+    model needs no checkpointing under it), and the command says the backend once; one
+    process has nothing to shard and plans as without it."""
+    _, layout, command = _layout({**CUDA8, "LAYERS": "6", "DDP_BACKEND": "fully_sharded"})
+    assert layout.memory.choice.name == "full sharding (FSDP2)"
+    assert command.count("--ddp-backend") == 1
+    assert command[command.index("--ddp-backend") + 1] == "fully_sharded"
+    one = plan(6, 6, vocab=VOCAB, gpus_per_node=1, nodes=1, gpu_memory_gb=80,
+               tokens_per_gpu=4096, tokens_per_update=262144, precision="fp16",
+               full_shard=True, **BASE)
+    assert one.choice.name == "plain DDP"
 
 
 def test_fewer_tokens_per_gpu_keep_the_tokens_per_update():
@@ -188,7 +239,7 @@ def test_refusal_names_what_would_fit():
         _grid_plan(500, 1, 40)
     message = str(err.value)
     assert "does not fit 1 x 40 GB" in message and "It would fit on 1 GPU(s) of at least" \
-        in message and "or on 3 GPUs of 40 GB" in message
+        in message and "or on 2 GPUs of 40 GB" in message and "full sharding" in message
 
 
 def test_a_forced_setting_is_kept_and_the_plan_says_it_does_not_fit():
@@ -226,6 +277,16 @@ def test_opus100_sweep_plans_every_depth_on_8x80(layers):
         assert command[command.index("--zero-sharding") + 1] == "os"
     if layers <= 100:
         assert layout.memory.choice.name == "plain DDP"
+    assert command[command.index("--ddp-backend") + 1] == "pytorch_ddp"
+
+
+def test_opus100_1000_layers_on_8x24_plans_full_sharding():
+    _, layout, command = _layout({**CUDA8, "LAYERS": "500", "GPU_MEMORY_GB": "24"})
+    assert layout.memory.fits and layout.memory.estimate.peak <= 21.6 * GB
+    assert layout.memory.choice.name == "activation checkpointing + full sharding (FSDP2)"
+    assert command.count("--ddp-backend") == 1
+    assert command[command.index("--ddp-backend") + 1] == "fully_sharded"
+    assert "--fp16-no-flatten-grads" in command and "--zero-sharding" not in command
 
 
 def test_memory_text_for_the_dry_run():
@@ -243,8 +304,8 @@ def test_explicit_checkpointing_is_respected():
 
 
 def test_a_refused_plan_is_a_setting_error():
-    with pytest.raises(SettingError, match="memory plan: 500L-500L .* does not fit 8 x 24 GB"):
-        _layout({**CUDA8, "GPU_MEMORY_GB": "24", "LAYERS": "500"})
+    with pytest.raises(SettingError, match="memory plan: 500L-500L .* does not fit 8 x 8 GB"):
+        _layout({**CUDA8, "GPU_MEMORY_GB": "8", "LAYERS": "500"})
 
 
 def test_gpu_memory_gb_must_be_positive():

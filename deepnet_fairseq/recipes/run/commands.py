@@ -93,7 +93,9 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
             "--seed", cfg.text.run.seed,
             "--max-tokens", str(layout.max_tokens or machine.max_tokens),
             "--update-freq", str(layout.update_freq),
-            "--ddp-backend", machine.ddp_backend, "--num-workers", machine.num_workers,
+            "--ddp-backend", (layout.memory.ddp_backend(machine.ddp_backend) if layout.memory
+                              else machine.ddp_backend),
+            "--num-workers", machine.num_workers,
             # always explicit: fairseq's default is every visible GPU, which would undo the
             # update-freq computed for this world size
             "--distributed-world-size", str(layout.world)]
@@ -110,7 +112,7 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     if layout.checkpoint_activations:
         args.append("--checkpoint-activations")
     if layout.memory:
-        args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16
+        args += layout.memory.extra_flags  # ZeRO-1, memory-efficient fp16, per-tensor masters
     args += per_tensor_steps(layout, method, args)
     args += ["--save-dir", where.checkpoints,
              # fairseq's own TensorBoard logging (its master process: train_inner, train and

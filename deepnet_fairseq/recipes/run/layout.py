@@ -33,8 +33,8 @@ from typing import Callable, Mapping, Optional
 
 from ... import methods
 from ..base.machine import count_gpus, gpu_memory_gb
-from .memory import MemoryPlanError, Plan, estimate as memory_estimate, parameter_count, \
-    plan as memory_plan
+from .memory import FULL_SHARDING, MemoryPlanError, Plan, estimate as memory_estimate, \
+    parameter_count, plan as memory_plan
 from ..spec.settings import SettingError, Settings
 
 
@@ -190,7 +190,8 @@ def plan_layout(cfg: Settings, env: Mapping[str, str],
                     cfg.run.enc_layers, cfg.run.dec_layers, cfg.model.embed_dim,
                     cfg.model.ffn_dim, dictionary_size(cfg), gpus_per_node=nproc, nodes=nnodes,
                     gpu_memory_gb=card, tokens_per_gpu=max_tokens, tokens_per_update=wanted,
-                    precision=precision, checkpointing=forced)
+                    precision=precision, checkpointing=forced,
+                    full_shard=cfg.text.machine.ddp_backend == FULL_SHARDING)
             except MemoryPlanError as err:
                 raise SettingError(f"memory plan: {err}") from None
             checkpointing = memory.choice.checkpointing

@@ -15,6 +15,11 @@ Peak memory per GPU = resident + max(activations - gradients, optimizer-step tem
 * the optimizer step allocates Adam's denominator: with FP16Optimizer's one flat fp32 tensor,
   4 bytes x all parameters at once (measured: the whole peak of checkpointed deep models),
   otherwise only per tensor (the largest is the embedding).
+
+Full sharding (``--ddp-backend fully_sharded``: torch's FSDP2 through the plugin, nn/fsdp.py)
+divides every resident part by the number of processes, at the cost of gathering each layer's
+parameters before its forward and again before its backward; the plan takes it only where
+ZeRO-1 does not fit (``_candidates``), and counts what stays whole (``estimate``).
 """
 
 import math
@@ -82,6 +87,9 @@ ADAM_BYTES = 8                                      # m and v, fp32
 
 MIN_TOKENS = 512  # the plan lowers --max-tokens no further: a batch must still hold a long sentence
 
+FULL_SHARDING = "fully_sharded"  # fairseq's --ddp-backend name, which the plugin runs on FSDP2
+LAYERS_GATHERED = 2  # FSDP2 gathers the next layer while this one runs (its prefetch)
+
 
 def parameter_count(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: int,
                     shared_embeddings: bool = True, final_layer_norm: bool = False) -> int:
@@ -98,6 +106,13 @@ def parameter_count(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: i
     return embeddings + enc_layers * encoder + dec_layers * decoder + finals
 
 
+def layer_parameters(embed_dim: int, ffn_dim: int) -> int:
+    """Parameters of the largest layer, a decoder layer (self- and cross-attention, the FFN,
+    three LayerNorms): what FSDP2 gathers whole at a time."""
+    return (parameter_count(0, 1, embed_dim, ffn_dim, 0)
+            - parameter_count(0, 0, embed_dim, ffn_dim, 0))
+
+
 @dataclass
 class Estimate:
     """Per-GPU bytes by component, and the peak they add up to."""
@@ -110,10 +125,12 @@ class Estimate:
 
 def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, precision: str,
              checkpointing: bool = False, zero: bool = False, memory_efficient: bool = False,
-             world: int = 1, device: str = "cuda") -> Estimate:
+             world: int = 1, device: str = "cuda", full_shard: bool = False,
+             layer_params: int = 0) -> Estimate:
     """Peak bytes per GPU (per process on ``device`` "cpu") of one update (see the module
     docstring). The resident parts are the same on CPU (measured: docs/reproducing.md); the
-    activations have the CPU terms above."""
+    activations have the CPU terms above. ``full_shard``: FSDP2 over ``world`` processes,
+    ``layer_params`` the largest layer's parameters (``layer_parameters``)."""
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
     if device == "cpu" and checkpointing:
@@ -128,13 +145,23 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
     # before sharding, fairseq/optim/fp16_optimizer.py), and the trainer refuses flat fp16
     # params with ZeRO (--fp16-no-flatten-grads, which the plan adds), since ZeRO shards by
     # tensor and one flat tensor would land on one rank.
-    shards = world if zero else 1
+    if zero and full_shard:
+        raise ValueError("ZeRO-1 and full sharding exclude each other")
+    # Full sharding (FSDP2, nn/fsdp.py) divides the weights, their gradients, the fp32 masters
+    # (one per shard: --fp16-no-flatten-grads) and Adam's state; there are no DDP buckets.
+    # Whole for a while: the layers gathered (this one and the prefetched next, their parameters
+    # and their gradients before the reduce-scatter), and the root group (the shared embedding,
+    # the output projection) from its forward to the end of the backward pass, its gradient too.
+    shards = world if full_shard else 1
+    whole_root = vocab * embed_dim
     components = {
-        "weights": weight * params,
-        "gradients": weight * params,
-        "fp32 master + its gradient": master * params,
-        "Adam m and v": ADAM_BYTES * params / shards,
-        "DDP gradient buckets": weight * params if world > 1 else 0,
+        "weights": weight * params / shards,
+        "gradients": weight * params / shards,
+        "fp32 master + its gradient": master * params / shards,
+        "Adam m and v": ADAM_BYTES * params / (world if zero or full_shard else 1),
+        "DDP gradient buckets": weight * params if world > 1 and not full_shard else 0,
+        **({"FSDP2 gathered (whole)": 2 * weight * (LAYERS_GATHERED * layer_params + whole_root)}
+           if full_shard else {}),
         "activations": tokens * PRECISION_FACTOR[precision] * (
             OUTPUT_BYTES * vocab
             + layers * embed_dim * (LAYER_BYTES_CHECKPOINTED if checkpointing else LAYER_BYTES)),
@@ -142,18 +169,24 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
     if device == "cpu":
         components["activations"] = tokens * (CPU_OUTPUT_BYTES * vocab
                                               + layers * embed_dim * CPU_LAYER_BYTES[precision])
-    flat = master and not zero
+    flat = master and not (zero or full_shard)
     # Adam's temporaries: its denominator (4 bytes) over the one flat fp32 tensor, or per tensor
-    # (largest: the embedding), where memory-efficient fp16 also makes fp32 copies of the half
-    # weight and gradient (12 bytes).
-    largest = vocab * embed_dim
+    # (largest: the embedding, or its shard), where memory-efficient fp16 also makes fp32
+    # copies of the half weight and gradient (12 bytes).
+    largest = vocab * embed_dim / shards
     components["optimizer-step temporaries"] = (
         4 * params if flat else (12 if memory_efficient else 4) * largest)
-    resident = sum(v for k, v in components.items()
-                   if k not in ("activations", "optimizer-step temporaries"))
+    if full_shard:  # validation gathers the whole model on every process (nn/fsdp.py: beam
+        # search calls layers unevenly across processes), beside the sharded state
+        components["validation: whole weights"] = weight * params
+    resident = sum(v for k, v in components.items() if k not in TRANSIENT)
     peak = resident + max(components["activations"] - components["gradients"],
-                          components["optimizer-step temporaries"])
+                          components["optimizer-step temporaries"],
+                          components.get("validation: whole weights", 0))
     return Estimate(components, peak)
+
+
+TRANSIENT = ("activations", "optimizer-step temporaries", "validation: whole weights")
 
 
 @dataclass
@@ -163,11 +196,13 @@ class Choice:
     memory_efficient: bool
     max_tokens: int
     update_freq: int
+    full_shard: bool = False
 
     @property
     def name(self) -> str:
         parts = ["activation checkpointing"] if self.checkpointing else []
         parts += ["ZeRO-1"] if self.zero else []
+        parts += ["full sharding (FSDP2)"] if self.full_shard else []
         parts += ["memory-efficient fp16"] if self.memory_efficient else []
         return " + ".join(parts) or "plain DDP"
 
@@ -190,14 +225,20 @@ class Plan:
     def usable(self) -> float:
         return self.gpu_memory_gb * self.margin * GB
 
+    def ddp_backend(self, otherwise: str) -> str:
+        """fairseq's --ddp-backend: full sharding's where the plan chose it, else OTHERWISE."""
+        return FULL_SHARDING if self.choice.full_shard else otherwise
+
     @property
     def extra_flags(self) -> List[str]:
-        """fairseq-train options beyond --max-tokens, --update-freq, --checkpoint-activations."""
+        """fairseq-train options beyond --max-tokens, --update-freq, --checkpoint-activations
+        and --ddp-backend (``ddp_backend``)."""
         flags = []
         if self.choice.zero:
             flags += ["--zero-sharding", "os"]
-            if self.precision in ("fp16", "bf16") and not self.choice.memory_efficient:
-                flags.append("--fp16-no-flatten-grads")
+        if ((self.choice.zero or self.choice.full_shard) and self.precision in ("fp16", "bf16")
+                and not self.choice.memory_efficient):
+            flags.append("--fp16-no-flatten-grads")  # both shard per tensor: one master each
         if self.choice.memory_efficient:
             flags.append("--memory-efficient-fp16")
         return flags
@@ -205,6 +246,7 @@ class Plan:
     @property
     def flags(self) -> List[str]:
         return ((["--checkpoint-activations"] if self.choice.checkpointing else [])
+                + (["--ddp-backend", FULL_SHARDING] if self.choice.full_shard else [])
                 + self.extra_flags + ["--max-tokens", str(self.choice.max_tokens),
                                       "--update-freq", str(self.choice.update_freq)])
 
@@ -220,7 +262,8 @@ class Plan:
         lines += [f"  {name:<28} {value / GB:7.2f} GB"
                   for name, value in self.estimate.components.items()]
         lines.append(f"  {'peak (estimated)':<28} {self.estimate.peak / GB:7.2f} GB = resident + "
-                     "max(activations - gradients, optimizer-step temporaries)")
+                     "max(activations - gradients, optimizer-step temporaries"
+                     + (", validation: whole weights)" if self.choice.full_shard else ")"))
         lines += [f"  tried: {line}" for line in self.tried]
         lines.append(f"  choice: {self.choice.name}: {' '.join(self.flags)}")
         if self.warning:
@@ -232,34 +275,44 @@ class MemoryPlanError(ValueError):
     """No layout fits; the message gives the numbers and what would fit."""
 
 
-def _candidates(world: int, precision: str, checkpointing: Optional[bool]):
-    """(checkpointing, zero, memory_efficient), cheapest first."""
-    steps = [(False, False, False), (True, False, False)]
+def _candidates(world: int, precision: str, checkpointing: Optional[bool],
+                full_shard: bool = False):
+    """(checkpointing, zero, memory_efficient, full_shard), cheapest first: full sharding after
+    every ZeRO-1 layout (it gathers each layer twice an update, where ZeRO-1 broadcasts the
+    weights once); only full sharding's with ``full_shard`` (DDP_BACKEND=fully_sharded) where
+    there are several processes to shard over."""
+    steps = [(False, False, False, False), (True, False, False, False)]
     if world >= 2:
-        steps.append((True, True, False))
+        steps.append((True, True, False, False))
     if precision == "fp16":
-        steps.append((True, world >= 2, True))
+        steps.append((True, world >= 2, True, False))
+    if world >= 2:
+        steps += [(False, False, False, True), (True, False, False, True)]
+        if precision == "fp16":
+            steps.append((True, False, True, True))
+    if full_shard and world >= 2:
+        steps = [step for step in steps if step[3]]
     if checkpointing is not None:
-        steps = [(checkpointing, z, m) for _, z, m in steps]
+        steps = [(checkpointing, z, m, f) for _, z, m, f in steps]
     return list(dict.fromkeys(steps))
 
 
 def _search(model: dict, world: int, gpu_memory_gb: float, tokens_per_gpu: int,
             tokens_per_update: int, precision: str, margin: float,
-            checkpointing: Optional[bool], tried: List[str]):
+            checkpointing: Optional[bool], tried: List[str], full_shard: bool = False):
     """The first (choice, estimate) that fits, else None; ``tried`` gets one line per try."""
     usable = gpu_memory_gb * margin * GB
-    steps = _candidates(world, precision, checkpointing)
+    steps = _candidates(world, precision, checkpointing, full_shard)
     trials = [(step, tokens_per_gpu) for step in steps]
     tokens = tokens_per_gpu
     while tokens // 2 >= MIN_TOKENS:  # then fewer tokens per GPU, with the last (leanest) step
         tokens //= 2
         trials.append((steps[-1], tokens))
-    for (ckpt, zero, mem_eff), tokens in trials:
+    for (ckpt, zero, mem_eff, full), tokens in trials:
         est = estimate(world=world, tokens=tokens, precision=precision, checkpointing=ckpt,
-                       zero=zero, memory_efficient=mem_eff, **model)
+                       zero=zero, memory_efficient=mem_eff, full_shard=full, **model)
         choice = Choice(ckpt, zero, mem_eff, tokens,
-                        max(1, math.ceil(tokens_per_update / (tokens * world))))
+                        max(1, math.ceil(tokens_per_update / (tokens * world))), full)
         fits = est.peak <= usable
         tried.append(f"{choice.name}, {tokens} tokens: {est.peak / GB:.1f} GB"
                      f"{'' if fits else ' > ' + format(usable / GB, '.1f')}")
@@ -271,25 +324,28 @@ def _search(model: dict, world: int, gpu_memory_gb: float, tokens_per_gpu: int,
 def plan(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: int, *,
          gpus_per_node: int, nodes: int, gpu_memory_gb: float, tokens_per_gpu: int,
          tokens_per_update: int, precision: str, margin: float = 0.9,
-         checkpointing: Optional[bool] = None, shared_embeddings: bool = True) -> Plan:
+         checkpointing: Optional[bool] = None, shared_embeddings: bool = True,
+         full_shard: bool = False) -> Plan:
     """The cheapest layout that fits: plain DDP, + activation checkpointing, + ZeRO-1 (several
-    processes), + memory-efficient fp16 (fp16), then halving --max-tokens (raising --update-freq
-    so the tokens per update stay). ``checkpointing`` True/False: the user's fixed choice;
-    when no layout fits with it but one fits without, the plan keeps it and warns."""
+    processes), + memory-efficient fp16 (fp16), then full sharding instead of ZeRO-1 (FSDP2,
+    several processes; + memory-efficient fp16), then halving --max-tokens (raising
+    --update-freq so the tokens per update stay). ``checkpointing`` True/False: the user's fixed
+    choice; when no layout fits with it but one fits without, the plan keeps it and warns.
+    ``full_shard``: the user chose full sharding (DDP_BACKEND=fully_sharded): only its layouts."""
     params = parameter_count(enc_layers, dec_layers, embed_dim, ffn_dim, vocab, shared_embeddings)
     model = {"params": params, "layers": enc_layers + dec_layers, "embed_dim": embed_dim,
-             "vocab": vocab}
+             "vocab": vocab, "layer_params": layer_parameters(embed_dim, ffn_dim)}
     world = gpus_per_node * nodes
     args = (tokens_per_gpu, tokens_per_update, precision, margin)
     tried: List[str] = []
-    found = _search(model, world, gpu_memory_gb, *args, checkpointing, tried)
+    found = _search(model, world, gpu_memory_gb, *args, checkpointing, tried, full_shard)
     if found:
         return Plan(found[0], found[1], gpu_memory_gb, margin, world, params, precision,
                     tried=tried)
     if checkpointing is not None:
-        free = _search(model, world, gpu_memory_gb, *args, None, [])
+        free = _search(model, world, gpu_memory_gb, *args, None, [], full_shard)
         if free:
-            leanest = _leanest(model, world, args, checkpointing)
+            leanest = _leanest(model, world, args, checkpointing, full_shard)
             return Plan(*leanest, gpu_memory_gb, margin, world, params, precision, fits=False,
                         tried=tried, warning=(
                             f"CHECKPOINT_ACTIVATIONS={int(checkpointing)} does not fit (est. "
@@ -297,26 +353,26 @@ def plan(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: 
                             f"usable); CHECKPOINT_ACTIVATIONS=auto would choose "
                             f"{free[0].name} at {free[0].max_tokens} tokens per GPU"))
     raise MemoryPlanError(_refusal(model, enc_layers, dec_layers, gpus_per_node, nodes,
-                                   gpu_memory_gb, args, checkpointing))
+                                   gpu_memory_gb, args, checkpointing, full_shard))
 
 
-def _leanest(model, world, args, checkpointing):
+def _leanest(model, world, args, checkpointing, full_shard):
     """The least-memory candidate (last step, fewest tokens) and its estimate."""
     tokens_per_gpu, tokens_per_update, precision, margin = args
-    ckpt, zero, mem_eff = _candidates(world, precision, checkpointing)[-1]
+    ckpt, zero, mem_eff, full = _candidates(world, precision, checkpointing, full_shard)[-1]
     tokens = tokens_per_gpu
     while tokens // 2 >= MIN_TOKENS:
         tokens //= 2
     est = estimate(world=world, tokens=tokens, precision=precision, checkpointing=ckpt,
-                   zero=zero, memory_efficient=mem_eff, **model)
+                   zero=zero, memory_efficient=mem_eff, full_shard=full, **model)
     return (Choice(ckpt, zero, mem_eff, tokens,
-                   max(1, math.ceil(tokens_per_update / (tokens * world)))), est)
+                   max(1, math.ceil(tokens_per_update / (tokens * world))), full), est)
 
 
 def _refusal(model, enc_layers, dec_layers, gpus_per_node, nodes, gpu_memory_gb, args,
-             checkpointing) -> str:
+             checkpointing, full_shard) -> str:
     world = gpus_per_node * nodes
-    choice, est = _leanest(model, world, args, checkpointing)
+    choice, est = _leanest(model, world, args, checkpointing, full_shard)
     margin = args[3]
     text = (f"{enc_layers}L-{dec_layers}L ({model['params'] / 1e9:.2f}B parameters, "
             f"{args[2]}) does not fit {world} x {gpu_memory_gb:g} GB GPU(s): the smallest "
@@ -324,13 +380,15 @@ def _refusal(model, enc_layers, dec_layers, gpus_per_node, nodes, gpu_memory_gb,
             f"{est.peak / GB:.1f} GB per GPU against {gpu_memory_gb * margin:.1f} GB usable "
             f"({margin:.0%} of the card).")
     text += f" It would fit on {world} GPU(s) of at least {math.ceil(est.peak / GB / margin)} GB"
-    for more in range(nodes + 1, 1025):  # more nodes of this kind: ZeRO-1 shards Adam's state
-        if _search(model, gpus_per_node * more, gpu_memory_gb, *args, checkpointing, []):
+    for more in range(nodes + 1, 1025):  # more nodes of this kind divide the sharded state
+        found = _search(model, gpus_per_node * more, gpu_memory_gb, *args, checkpointing, [],
+                        full_shard)
+        if found:
             text += (f", or on {more * gpus_per_node} GPUs of {gpu_memory_gb:g} GB "
-                     f"({more} node(s) of {gpus_per_node}; ZeRO-1 shards the optimizer state).")
+                     f"({more} node(s) of {gpus_per_node}; {found[0].name}).")
             break
     else:
-        text += (f"; no number of {gpu_memory_gb:g} GB GPUs fits it (ZeRO-1 shards only "
-                 "Adam's state).")
+        text += (f"; no number of {gpu_memory_gb:g} GB GPUs fits it (what stays whole on each "
+                 "GPU, the activations and the gathered layers, does not).")
     text += " Set GPU_MEMORY_GB if the card's size was misread."
     return text
