@@ -137,14 +137,10 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
         raise ValueError("no CPU activation model with activation checkpointing (not measured)")
     weight = WEIGHT_BYTES[precision]
     master = 0 if memory_efficient else MASTER_BYTES[precision]
-    # ZeRO-1 (--zero-sharding os) wraps fairseq's inner torch optimizer in torch's
-    # ZeroRedundancyOptimizer (the plugin's fairseq.optim.shard_, nn/zero.py, in place of
-    # fairscale's OSS): it steps and keeps Adam's m and v only for this rank's share of the
-    # parameters, the parameters themselves as views of one buffer per rank (no copy).
-    # FP16Optimizer's fp32 master copies and their gradients stay whole on every rank (built
-    # before sharding, fairseq/optim/fp16_optimizer.py), and the trainer refuses flat fp16
-    # params with ZeRO (--fp16-no-flatten-grads, which the plan adds), since ZeRO shards by
-    # tensor and one flat tensor would land on one rank.
+    # ZeRO-1 (--zero-sharding os: torch's ZeroRedundancyOptimizer, nn/zero.py) keeps and steps
+    # Adam's m and v for this rank's share of the parameters only; FP16Optimizer's fp32 masters
+    # and their gradients stay whole on every rank (built before sharding), one per tensor
+    # (--fp16-no-flatten-grads, which the plan adds: ZeRO shards by tensor).
     if zero and full_shard:
         raise ValueError("ZeRO-1 and full sharding exclude each other")
     # Full sharding (FSDP2, nn/fsdp.py) divides the weights, their gradients, the fp32 masters
