@@ -402,9 +402,8 @@ def _check(args) -> None:
 
 
 def install() -> None:
-    """Make fairseq's ``--ddp-backend fully_sharded`` torch's FSDP2 (module docstring)."""
-    import sys
-
+    """Make fairseq's ``--ddp-backend fully_sharded`` torch's FSDP2 (module docstring), each
+    hook wrapping fairseq's own function."""
     from fairseq import models
     from fairseq.trainer import Trainer
 
@@ -412,9 +411,14 @@ def install() -> None:
         return
     Trainer._deepnet_fsdp2 = True
     Trainer.is_fsdp = property(lambda self: False)  # fairscale's FSDP: never
+    models.DistributedFairseqModel = _distributed_model(models.DistributedFairseqModel)
+    Trainer._build_optimizer = _build_optimizer(Trainer._build_optimizer)
+    Trainer.consolidate_optimizer = _consolidate_optimizer(Trainer.consolidate_optimizer)
+    Trainer.clip_grad_norm = _clip_grad_norm(Trainer.clip_grad_norm)
+    _without_fairscales_wrapping()
 
-    wrap = models.DistributedFairseqModel
 
+def _distributed_model(wrap):
     @functools.wraps(wrap)
     def distributed_model(args, model, process_group, device):
         if args.ddp_backend != BACKEND:
@@ -422,36 +426,33 @@ def install() -> None:
         _check(args)
         return fully_shard_model(model, process_group, device,
                                  reshard_after_forward=not args.no_reshard_after_forward)
+    return distributed_model
 
-    models.DistributedFairseqModel = distributed_model
 
-    build_optimizer = Trainer._build_optimizer
-
+def _build_optimizer(build_optimizer):
     @functools.wraps(build_optimizer)
-    def _build_optimizer(self):
+    def hooked(self):
         build_optimizer(self)
         if self.cfg.distributed_training.ddp_backend == BACKEND:
             if isinstance(self.model, FullyShardedModel):
                 shard_optimizer_state(self)
             else:
                 logger.info("--ddp-backend fully_sharded with one process: nothing to shard")
+    return hooked
 
-    Trainer._build_optimizer = _build_optimizer
 
-    consolidate = Trainer.consolidate_optimizer
-
+def _consolidate_optimizer(consolidate):
     @functools.wraps(consolidate)
-    def consolidate_optimizer(self):
+    def hooked(self):
         if isinstance(self._wrapped_model, FullyShardedModel):
             self._wrapped_model.consolidate_state_dict()
         consolidate(self)
+    return hooked
 
-    Trainer.consolidate_optimizer = consolidate_optimizer
 
-    clip = Trainer.clip_grad_norm
-
+def _clip_grad_norm(clip):
     @functools.wraps(clip)
-    def clip_grad_norm(self, clip_norm):
+    def hooked(self, clip_norm):
         if not isinstance(self._wrapped_model, FullyShardedModel):
             return clip(self, clip_norm)
         group = self.data_parallel_process_group
@@ -462,11 +463,14 @@ def install() -> None:
             return squared ** 0.5
 
         return self.optimizer.clip_grad_norm(clip_norm, aggregate_norm_fn=total_over_processes)
+    return hooked
 
-    Trainer.clip_grad_norm = clip_grad_norm
 
-    # fairseq-train builds the model under fairscale's wrapping context for fully_sharded
-    # (fairseq_cli/train.py, which imported the name from fairseq.distributed): none here
+def _without_fairscales_wrapping() -> None:
+    """fairseq-train builds the model under fairscale's wrapping context for fully_sharded
+    (fairseq_cli/train.py, which imported the name from fairseq.distributed): none here."""
+    import sys
+
     for name in ("fairseq.distributed", "fairseq_cli.train", "__main__"):
         module = sys.modules.get(name)
         if module is not None and hasattr(module, "fsdp_enable_wrap"):
