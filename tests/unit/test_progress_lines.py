@@ -129,7 +129,10 @@ def test_an_evaluation_reports_its_decoding(toy_data, tiny_checkpoint, tmp_path,
     evaluate.main(["--run-dir", str(run), "--average-last", "1", "--directions", "src-tgt",
                    "--references", str(refs), "--", str(toy_data), "--gen-subset", "test",
                    "--beam", "2", "--batch-size", "8", "--required-batch-size-multiple", "1",
-                   "--max-len-a", "0", "--max-len-b", "5", "--cpu", "--no-progress-bar"])
+                   "--max-len-a", "0", "--max-len-b", "5", "--cpu", "--no-progress-bar",
+                   # no DataLoader worker forked from pytest's many-threaded process (one died
+                   # there once, under a full suite); the progress lines are what is tested
+                   "--num-workers", "0"])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith(runlog.DECODING)]
     assert lines and lines[-1].startswith(
