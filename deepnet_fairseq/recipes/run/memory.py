@@ -88,7 +88,18 @@ ADAM_BYTES = 8                                      # m and v, fp32
 MIN_TOKENS = 512  # the plan lowers --max-tokens no further: a batch must still hold a long sentence
 
 FULL_SHARDING = "fully_sharded"  # fairseq's --ddp-backend name, which the plugin runs on FSDP2
-LAYERS_GATHERED = 2  # FSDP2 gathers the next layer while this one runs (its prefetch)
+# What FSDP2 keeps whole at the training peak, measured on CPU (benchmarks/memory_plan.py, modes
+# fsdp and fsdp-bf16, 2 gloo processes, 6L-24L per side at base width, 1,024 tokens:
+# results/memory/cpu-peaks-fsdp.jsonl): the peak above the sharded resident state is the
+# unsharded run's (activations - gradients, the gradients being the shards here) plus the root
+# group's whole weights (the shared embedding and output projection: vocab x width), to the
+# byte at 6L fp32. The root stays gathered from its forward to the end of the backward pass
+# (FSDP2 never reshards the root after forward), across the peak at the output layer's
+# backward. The layers are gathered one at a time (with the next one prefetched, its whole
+# gradient and the reduce-scatter's copy of it: about 4 x weight x a layer) only after that,
+# when the output term's 12 bytes per token per vocabulary entry are freed, more than they take
+# at base width; not on top of the peak, so not counted. Not measured on a GPU (the streams'
+# overlap is the same order of operations).
 
 
 def parameter_count(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: int,
@@ -130,7 +141,8 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
     """Peak bytes per GPU (per process on ``device`` "cpu") of one update (see the module
     docstring). The resident parts are the same on CPU (measured: docs/reproducing.md); the
     activations have the CPU terms above. ``full_shard``: FSDP2 over ``world`` processes,
-    ``layer_params`` the largest layer's parameters (``layer_parameters``)."""
+    ``layer_params`` the largest layer's parameters (``layer_parameters``), gathered after the
+    peak, not at it (measured: the comment at ``FULL_SHARDING``)."""
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
     if device == "cpu" and checkpointing:
@@ -145,9 +157,8 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
         raise ValueError("ZeRO-1 and full sharding exclude each other")
     # Full sharding (FSDP2, nn/fsdp.py) divides the weights, their gradients, the fp32 masters
     # (one per shard: --fp16-no-flatten-grads) and Adam's state; there are no DDP buckets.
-    # Whole for a while: the layers gathered (this one and the prefetched next, their parameters
-    # and their gradients before the reduce-scatter), and the root group (the shared embedding,
-    # the output projection) from its forward to the end of the backward pass, its gradient too.
+    # Whole across the peak: the root group's weights (measured; above, with why the layers are
+    # not counted).
     shards = world if full_shard else 1
     whole_root = vocab * embed_dim
     components = {
@@ -156,8 +167,7 @@ def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, 
         "fp32 master + its gradient": master * params / shards,
         "Adam m and v": ADAM_BYTES * params / (world if zero or full_shard else 1),
         "DDP gradient buckets": weight * params if world > 1 and not full_shard else 0,
-        **({"FSDP2 gathered (whole)": 2 * weight * (LAYERS_GATHERED * layer_params + whole_root)}
-           if full_shard else {}),
+        **({"FSDP2 gathered (whole)": weight * whole_root} if full_shard else {}),
         "activations": tokens * PRECISION_FACTOR[precision] * (
             OUTPUT_BYTES * vocab
             + layers * embed_dim * (LAYER_BYTES_CHECKPOINTED if checkpointing else LAYER_BYTES)),
