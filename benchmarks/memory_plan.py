@@ -3,9 +3,16 @@
     CONFIGS="6:fp16:0 18:fp16:0 100:fp16:1" python benchmarks/memory_plan.py [--json OUT.jsonl]
 
 Each config is LAYERS (per side):MODE:CHECKPOINTING (0/1)[:SENT], MODE one of fp16, bf16, fp32,
-mefp16 (memory-efficient fp16), zero and zero-bf16 (fp32 or bf16 with ZeRO-1, --zero-sharding os
-and --fp16-no-flatten-grads, in 2 processes: CPU only, gloo and --ddp-backend legacy_ddp, each
-process with the whole batch). For each,
+mefp16 (memory-efficient fp16), and in 2 processes (CPU only, gloo, each process with the whole
+batch, reported per process: the one with the higher peak) zero and zero-bf16 (fp32 or bf16 with
+ZeRO-1: --ddp-backend legacy_ddp --zero-sharding os, bf16 with --fp16-no-flatten-grads), fsdp
+and fsdp-bf16 (full sharding: --ddp-backend fully_sharded, torch's FSDP2 through the plugin,
+bf16 with --fp16-no-flatten-grads; estimated with full_shard=True, world=2), and ddp and
+ddp-bf16 (the same 2 processes unsharded, --ddp-backend legacy_ddp: the reference for the other
+two). The benchmark measures training updates only, never validation: the estimate printed and
+written ("estimate") is a training update's peak, without full sharding's validation transient
+(the whole weights gathered in eval mode), which the plan's own peak includes
+("estimate_with_validation" in the JSON). For each,
 fairseq's Trainer trains a DeepNet model on a batch of SENT x (LEN+1) target tokens (SENT from
 the config or the environment: 128 x 32 = 4,096 by default on CUDA, 32 x 32 = 1,024 on CPU;
 vocabulary VOCAB + 4) and measures the resident bytes after the first update and the peak
@@ -40,7 +47,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import deepnet_fairseq  # noqa: E402
 from deepnet_fairseq.diagnostics.common import reverse_copy_batch, write_dictionary  # noqa: E402
-from deepnet_fairseq.recipes.run.memory import GB, estimate  # noqa: E402
+from deepnet_fairseq.recipes.run.memory import (  # noqa: E402
+    GB, TRANSIENT, estimate, layer_parameters)
 from deepnet_fairseq.recipes.spec.settings import from_env  # noqa: E402
 from deepnet_fairseq.storage.fileio import (  # noqa: E402
     scratch_directory, write_atomically, write_json)
@@ -161,24 +169,36 @@ def measure(data_dir, layers, precision, checkpointing, sent, length, distribute
     return row
 
 
-def _zero_rank(rank, port, mode, data_dir, layers, sent, length, out):
-    """One of the 2 processes of a ``zero`` config: its row, written to OUT.rank<r>.json."""
+# 2-process modes (CPU only, gloo, each process with the whole batch): fairseq's flags and the
+# precision; the estimate's layout follows from the name (zero*: ZeRO-1, fsdp*: full sharding,
+# ddp*: neither, the unsharded reference of the other two)
+TWO_PROCESS = {
+    "zero": (["--ddp-backend", "legacy_ddp", "--zero-sharding", "os"], "fp32"),
+    # fairseq refuses ZeRO (and the plugin full sharding) with FP16Optimizer's one flat copy
+    "zero-bf16": (["--ddp-backend", "legacy_ddp", "--zero-sharding", "os",
+                   "--fp16-no-flatten-grads"], "bf16"),
+    "fsdp": (["--ddp-backend", "fully_sharded"], "fp32"),
+    "fsdp-bf16": (["--ddp-backend", "fully_sharded", "--fp16-no-flatten-grads"], "bf16"),
+    "ddp": (["--ddp-backend", "legacy_ddp"], "fp32"),
+    "ddp-bf16": (["--ddp-backend", "legacy_ddp"], "bf16"),
+}
+
+
+def _two_process_rank(rank, port, mode, data_dir, layers, sent, length, out):
+    """One of the 2 processes of a 2-process config: its row, written to OUT.rank<r>.json."""
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                                          rank=rank, world_size=2)
+    flags, precision = TWO_PROCESS[mode]
     distributed = ["--distributed-world-size", "2", "--distributed-rank", str(rank),
-                   "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp",
-                   "--zero-sharding", "os"]
-    precision = "bf16" if mode == "zero-bf16" else "fp32"
-    if precision == "bf16":  # fairseq refuses ZeRO with FP16Optimizer's one flat fp32 copy
-        distributed.append("--fp16-no-flatten-grads")
+                   "--distributed-backend", "gloo", *flags]
     row = measure(data_dir, layers, precision, False, sent, length, distributed)
     row.update(rank=rank, precision=mode)
     write_json(f"{out}.rank{rank}.json", row)
 
 
-def measure_zero(mode, data_dir, layers, sent, length):
-    """The process with the higher peak of a 2-process ZeRO-1 run (module docstring)."""
+def measure_two_processes(mode, data_dir, layers, sent, length):
+    """The process with the higher peak of a 2-process run (module docstring)."""
     import socket
 
     import torch.multiprocessing as mp
@@ -187,24 +207,38 @@ def measure_zero(mode, data_dir, layers, sent, length):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     out = os.path.join(data_dir, f"{mode}-{layers}")
-    mp.spawn(_zero_rank, args=(port, mode, data_dir, layers, sent, length, out), nprocs=2)
+    mp.spawn(_two_process_rank, args=(port, mode, data_dir, layers, sent, length, out),
+             nprocs=2)
     rows = []
     for rank in (0, 1):
         with open(f"{out}.rank{rank}.json") as handle:
             rows.append(json.load(handle))
     row = max(rows, key=lambda r: r["peak"])
     row["peaks"] = [r["peak"] for r in rows]
+    row["residents"] = [r["resident"] for r in rows]
     return row
 
 
 def estimate_row(row, vocab):
     """The plan's estimate for a measured row."""
-    precision = row["precision"]
-    memory_efficient, zero = precision == "mefp16", precision.startswith("zero")
-    precision = {"mefp16": "fp16", "zero": "fp32", "zero-bf16": "bf16"}.get(precision, precision)
+    mode = row["precision"]
+    memory_efficient, zero = mode == "mefp16", mode.startswith("zero")
+    full_shard = mode.startswith("fsdp")
+    precision = TWO_PROCESS[mode][1] if mode in TWO_PROCESS else {"mefp16": "fp16"}.get(mode, mode)
     return estimate(row["params"], 2 * row["layers"], 512, vocab, row["tokens"], precision,
                     row["ckpt"], zero=zero, memory_efficient=memory_efficient,
-                    world=2 if zero else 1, device="cuda" if CUDA else "cpu")
+                    world=2 if mode in TWO_PROCESS else 1, device="cuda" if CUDA else "cpu",
+                    full_shard=full_shard,
+                    layer_params=layer_parameters(512, 2048) if full_shard else 0)
+
+
+def training_peak(est):
+    """The estimate's peak of a training update, without validation's transient (the whole
+    weights FSDP2 gathers in eval mode): the benchmark never validates."""
+    parts = est.components
+    resident = sum(v for k, v in parts.items() if k not in TRANSIENT)
+    return resident + max(parts["activations"] - parts["gradients"],
+                          parts["optimizer-step temporaries"])
 
 
 def main(argv=None) -> int:
@@ -223,21 +257,29 @@ def main(argv=None) -> int:
     rows = []
     with scratch_directory() as data_dir:
         write_dictionary(data_dir, words)
-        print(f"{'mode':<9} {'depth':<9} {'tokens':>6} {'resident':>9} {'estimate':>9} "
-              f"{'measured':>9} {'ratio':>6}  (GB = 1e9 bytes; estimate and measured: peak)")
+        print(f"{'mode':<9} {'depth':<9} {'tokens':>6} {'resident':>9} {'(est.)':>9} "
+              f"{'estimate':>9} {'measured':>9} {'ratio':>6}  (GB = 1e9 bytes; resident: "
+              "measured and estimated; estimate and measured: a training update's peak)")
         for layers, precision, ckpt, *rest in configs:
             n = int(rest[0]) if rest else sent
-            if precision.startswith("zero"):
+            if precision in TWO_PROCESS:
                 if CUDA:
-                    raise SystemExit("zero: CPU only here (2 gloo processes)")
-                row = measure_zero(precision, data_dir, int(layers), n, length)
+                    raise SystemExit(f"{precision}: CPU only here (2 gloo processes)")
+                row = measure_two_processes(precision, data_dir, int(layers), n, length)
             else:
                 row = measure(data_dir, int(layers), precision, ckpt == "1", n, length)
-            row["estimate"] = estimate_row(row, words + 4).peak
+            est = estimate_row(row, words + 4)
+            # the peak measured is a training update's: compared without validation's transient
+            row["estimate"] = training_peak(est)
+            row["estimate_resident"] = sum(v for k, v in est.components.items()
+                                           if k not in TRANSIENT)
+            if "validation: whole weights" in est.components:
+                row["estimate_with_validation"] = est.peak
             row["vocab"] = words + 4
             mode = precision + (" ckpt" if row["ckpt"] else "")
             print(f"{mode:<9} {layers + 'L-' + layers + 'L':<9} {row['tokens']:>6} "
-                  f"{row['resident'] / GB:9.3f} {row['estimate'] / GB:9.3f} "
+                  f"{row['resident'] / GB:9.3f} {row['estimate_resident'] / GB:9.3f} "
+                  f"{row['estimate'] / GB:9.3f} "
                   f"{row['peak'] / GB:9.3f} {row['peak'] / row['estimate']:6.3f}", flush=True)
             rows.append(row)
             if args.json:  # as it goes: a long run keeps what it measured

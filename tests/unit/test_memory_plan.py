@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from deepnet_fairseq.recipes.run.memory import GB, MemoryPlanError, estimate, parameter_count, plan
+from deepnet_fairseq.recipes.run.memory import (
+    GB, TRANSIENT, MemoryPlanError, estimate, layer_parameters, parameter_count, plan)
 from deepnet_fairseq.recipes.spec import settings
 from deepnet_fairseq.recipes.spec.settings import SettingError
 from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
@@ -118,14 +119,44 @@ def _cpu_measured():
                          ids=lambda r: f"{r['precision']}-{r['layers']}L-{r['tokens']}")
 def test_cpu_estimate_within_15_percent_of_each_cpu_point(row):
     """benchmarks/memory_plan.py on this repository's CPU (results/memory/cpu-*.jsonl): fp32,
-    bf16, fp16 (the compat launcher's lifted CUDA calls) and ZeRO-1 in 2 processes (fp32 and
-    bf16), three depths each, and the fit's points."""
-    zero = row["precision"].startswith("zero")
-    precision = {"zero": "fp32", "zero-bf16": "bf16"}.get(row["precision"], row["precision"])
+    bf16, fp16 (the compat launcher's lifted CUDA calls), and in 2 processes ZeRO-1, full
+    sharding (FSDP2) and their unsharded reference (legacy_ddp), fp32 and bf16, three depths
+    each, and the fit's points. The benchmark measures a training update, never validation:
+    full sharding's peak is compared without the validation transient (whole weights)."""
+    mode = row["precision"]
+    zero, full_shard = mode.startswith("zero"), mode.startswith("fsdp")
+    two = zero or full_shard or mode.startswith("ddp")
+    precision = "bf16" if mode.endswith("-bf16") else "fp32" if two else mode
     est = estimate(row["params"], 2 * row["layers"], 512, row["vocab"], row["tokens"],
-                   precision, zero=zero, world=2 if zero else 1, device="cpu")
-    assert row["estimate"] == pytest.approx(est.peak)  # what the benchmark printed
-    assert est.peak == pytest.approx(row["peak"], rel=0.15)
+                   precision, zero=zero, world=2 if two else 1, device="cpu",
+                   full_shard=full_shard, layer_params=layer_parameters(512, 2048))
+    parts = est.components
+    resident = sum(v for k, v in parts.items() if k not in TRANSIENT)
+    training = resident + max(parts["activations"] - parts["gradients"],
+                              parts["optimizer-step temporaries"])
+    assert row["estimate"] == pytest.approx(training)  # what the benchmark printed
+    assert est.peak == pytest.approx(training if not full_shard else max(
+        training, resident + parts["validation: whole weights"]))
+    assert training == pytest.approx(row["peak"], rel=0.15)
+
+
+def _side_by_side(mode):
+    return {row["layers"]: row for row in _cpu_measured() if row["precision"] == mode}
+
+
+@pytest.mark.parametrize("precision", ["", "-bf16"])
+def test_cpu_full_sharding_divides_the_resident_state(precision):
+    """FSDP2 over 2 processes against the same 2 processes unsharded (one run of the benchmark,
+    results/memory/cpu-peaks-fsdp.jsonl): the resident state after an update is the sharded
+    part of the plan (16 / 2 bytes per parameter in fp32, 20 / 2 in bf16: weights, gradients,
+    fp32 masters, Adam) within 10%, against 20 and 22 unsharded (its legacy_ddp buffer of the
+    gradients and, in bf16, FP16Optimizer's flat master); nothing stays gathered after it."""
+    sharded, whole = _side_by_side("fsdp" + precision), _side_by_side("ddp" + precision)
+    assert sorted(sharded) == sorted(whole) == [6, 12, 24]
+    per_param = 8 if not precision else 10
+    for layers, row in sharded.items():
+        assert row["resident"] / row["params"] == pytest.approx(per_param, rel=0.10)
+        assert row["resident"] / whole[layers]["resident"] < 0.5
 
 
 def _grid_plan(layers, gpus, card):
