@@ -52,7 +52,7 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def register() -> None:
     """Register the plugin with fairseq (idempotent: Python imports each module once)."""
-    from . import models, tasks  # noqa: F401  (their registrations)
+    from . import data_threads, models, tasks  # noqa: F401  (their registrations)
     from .nn import fsdp, zero
     from .storage import checkpoint_compat  # noqa: F401  (its registrations)
     from .storage.checkpoint_io import load_fairseq_checkpoints_weights_only
@@ -60,6 +60,7 @@ def register() -> None:
     load_fairseq_checkpoints_weights_only()
     zero.install()  # --zero-sharding os on torch's ZeroRedundancyOptimizer, not fairscale's OSS
     fsdp.install()  # --ddp-backend fully_sharded on torch's FSDP2, not fairscale's FSDP
+    data_threads.install()  # a run that ends mid-epoch exits cleanly (no abort at exit)
 
 
 def load(checkpoint: str, data=None, sentencepiece_model=None, pieces=False, **overrides):

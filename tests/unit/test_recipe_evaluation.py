@@ -92,3 +92,20 @@ def test_a_checkpoint_of_another_vocabulary_is_one_line_not_a_traceback(toy_data
         (swapped / f"dict.{lang}.txt").write_text("".join(lines))
     problem = dictionary_problem(path, str(swapped), ["src-tgt"])
     assert f"{swapped}/dict.src.txt and {toy_data}/dict.src.txt differ at entry 4" in problem
+
+
+@pytest.mark.parametrize("given, expected", [([], 0), (["--num-workers", "2"], 2)])
+def test_decoding_forks_no_loader_worker_unless_asked(monkeypatch, tmp_path, toy_data, given,
+                                                      expected):
+    """fairseq's generate defaults to one DataLoader worker, forked while the progress thread
+    runs; the evaluation loads in-process (0) unless the user's options give a number."""
+    import fairseq_cli.generate
+
+    from fairseq import options
+
+    assert options.parse_args_and_arch(options.get_generation_parser(), [
+        str(toy_data)]).num_workers == 1  # fairseq's own default, which the evaluation overrides
+    seen = []
+    monkeypatch.setattr(fairseq_cli.generate, "main", lambda args: seen.append(args.num_workers))
+    evaluate.generate("src-tgt", "averaged.pt", str(tmp_path), [str(toy_data), *given])
+    assert seen == [expected]

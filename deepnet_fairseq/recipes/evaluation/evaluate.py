@@ -282,6 +282,14 @@ def check_distinct(generate_output: str) -> dict:
             "ignores_source": ignores_source(summary)}
 
 
+# The test batches are loaded in this process unless the user's options say otherwise (theirs
+# come after, and argparse keeps the last): fairseq's default forks a DataLoader worker, and a
+# fork copies the locks the progress thread (``progress_lines``) may hold at that moment; such a
+# worker died twice under the test suite. Reading binarized batches costs nothing beside beam
+# search.
+IN_PROCESS_LOADING = ("--num-workers", "0")
+
+
 def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
     """fairseq-generate for one direction; returns the path of its output."""
     from fairseq import options
@@ -299,7 +307,7 @@ def generate(direction: str, averaged: str, out_dir: str, generate_args) -> str:
         # a fairseq error) leaves a directory the next evaluation may delete
         fresh(tmp)
         args = options.parse_args_and_arch(options.get_generation_parser(), [
-            *generate_args, "--path", averaged, "--source-lang", src, "--target-lang", tgt,
+            *IN_PROCESS_LOADING, *generate_args, "--path", averaged, "--source-lang", src, "--target-lang", tgt,
             "--results-path", tmp])
         generate_main(args)
         replace_tree(tmp, final)
