@@ -22,10 +22,6 @@ THIRD_PARTY_WARNINGS = (
     # trains. Every other warning is left as it is. The test suite ignores the same
     # (tests/conftest.py).
     #
-    # fairscale 0.4.13 (imported by fairseq for ZeRO sharding), at import, of torch.cuda.amp's
-    # deprecated decorators (the recipes' fairseq-train, which imports fairseq before this
-    # package: recipes.run.commands.train_environment)
-    (FutureWarning, "", r"fairscale(\.|$)"),
     # hydra 1.3, of fairseq 0.12's use of hydra 1.0's API, at every fairseq-train and
     # fairseq-generate start (about 20 lines)
     (UserWarning, r"hydra\.experimental\.(initialize|compose)\(\) is no longer experimental", ""),

@@ -20,9 +20,10 @@
 #      (--no-binary: PyPI's prebuilt cp312 wheel was compiled against another torch, and its
 #      libbase extension fails to load with 2.13) without build isolation, so its build uses
 #      the torch above, and with --no-deps, because its metadata asks for torchaudio, which
-#      has no release for torch 2.13 (fairseq needs it only for speech tasks), and fairscale
-#      0.4.13 with --no-deps (pure Python; fairseq's --zero-sharding os, the ZeRO-1 the
-#      recipes' memory plan chooses for the deepest models);
+#      has no release for torch 2.13 (fairseq needs it only for speech tasks). Not fairscale
+#      (unmaintained): fairseq imports it whenever it is installed, and the plugin needs none
+#      of it (ZeRO-1 runs on torch's ZeroRedundancyOptimizer, docs/distributed.md); a
+#      fairscale an earlier version of this script installed is named at the end;
 #   4. this package, editable, with its "deploy" extra: ctranslate2 4.8.5 (a prebuilt wheel, about
 #      40 MB; CTranslate2's converter and runtime for deepnet-export --ctranslate2 and
 #      benchmarks/decode_speed.py) and transformers 5.24.0 with safetensors 0.8.0 (pure Python
@@ -50,14 +51,19 @@ else
 fi
 echo "[install] 2/4 dependencies (requirements.txt)"
 "${pip_install[@]}" -r requirements.txt setuptools wheel
-echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time), fairscale 0.4.13"
+echo "[install] 3/4 fairseq-fixed 0.12.3.1 (compiles; a few minutes the first time)"
 "${pip_install[@]}" --no-build-isolation --no-deps --no-binary fairseq-fixed \
-  fairseq-fixed==0.12.3.1 fairscale==0.4.13
+  fairseq-fixed==0.12.3.1
 echo "[install] 4/4 deepnet_fairseq (editable) $([[ $package == . ]] && echo "without" || echo "with") ctranslate2 and transformers"
 "${pip_install[@]}" --no-build-isolation -e "$package"
 
 "$PYTHON" - <<'PY'
+import importlib.util
 import fairseq, torch, deepnet_fairseq
 print(f"[install] ok: torch {torch.__version__}, fairseq {fairseq.__version__}, "
       f"plugin at {deepnet_fairseq.USER_DIR}")
+if importlib.util.find_spec("fairscale") is not None:
+    print("[install] note: fairscale is installed in this Python (earlier versions of this script "
+          "installed it). Nothing here needs it, but fairseq imports it whenever it is there; "
+          "uninstall it with pip unless something else of yours uses it.")
 PY

@@ -20,7 +20,8 @@ from support import build, fairseq_preprocess, save_checkpoint, write_reverse_co
 
 deepnet_fairseq.register()  # the tests build models through fairseq in this process
 
-pytest_plugins = ["release_server"]  # its ``server`` fixture: the download tests, fast and slow
+pytest_plugins = ["release_server",  # its ``server`` fixture: the download tests, fast and slow
+                  "reference_fairscale"]  # ``fairscale_reference``: fairscale, for comparisons only
 
 SLOW_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow")
 

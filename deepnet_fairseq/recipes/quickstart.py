@@ -33,7 +33,6 @@ import shutil
 import signal
 import sys
 import time
-import warnings
 from typing import Dict, Mapping
 
 from .evaluation.distinct import counted
@@ -148,9 +147,6 @@ def main(argv=None) -> int:
     parser.add_argument("--dry-run", action="store_true",
                         help="print the resolved settings and the training command; run nothing")
     args = parser.parse_args(argv)
-    # fairscale (installed for ZeRO) warns about torch's deprecated AMP decorators when fairseq
-    # imports it; nothing a quickstart user can act on (fairseq's own logs keep it)
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"fairscale\.")
     try:
         cfg = quickstart_settings(os.environ, home())
         if args.dry_run:

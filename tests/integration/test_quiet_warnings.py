@@ -1,14 +1,12 @@
 """Third-party warnings a user cannot act on are silenced where they arise, and nothing else:
 hydra's (fairseq 0.12 composes its config through hydra 1.0's API) once fairseq has loaded the
-plugin, fairscale's import warnings in the recipes' fairseq-train, matplotlib's DEBUG set-up
-lines in the plots (fairseq sets the root logger to DEBUG)."""
+plugin, matplotlib's DEBUG set-up lines in the plots (fairseq sets the root logger to DEBUG)."""
 
 import os
 import subprocess
 import sys
 import textwrap
 
-from deepnet_fairseq.recipes.run.commands import train_environment
 from support import REPO, USER_DIR
 
 FAIRSEQ_CONFIG = textwrap.dedent(f"""
@@ -37,15 +35,6 @@ def test_fairseq_composes_its_config_without_hydras_warnings_once_the_plugin_is_
                        "ConfigStore schema", "strict flag"):
         assert hydra_says not in proc.stderr, proc.stderr
     assert "a warning of someone else" in proc.stderr  # other warnings are left alone
-
-
-def test_the_recipes_fairseq_train_environment_silences_fairscales_import_warnings():
-    env = train_environment({**os.environ, "PYTHONWARNINGS": "default::ImportWarning"})
-    assert env["PYTHONWARNINGS"].split(",")[-1] == "default::ImportWarning"  # the user's last
-    proc = python("import fairseq.optim, warnings; warnings.warn('ours', FutureWarning)",
-                  {"PYTHONWARNINGS": env["PYTHONWARNINGS"]})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "fairscale" not in proc.stderr and "FutureWarning: ours" in proc.stderr
 
 
 def test_plot_monitors_prints_no_matplotlib_debug_lines(tmp_path):

@@ -5,7 +5,7 @@ A user's TRAIN_ARGS are checked against what the recipe sets in ``train_args.py`
 
 import os
 import sys
-from typing import List, Mapping
+from typing import List
 
 from ... import methods
 from .layout import Layout
@@ -185,17 +185,3 @@ def evaluate_command(cfg: Settings, python: str = sys.executable,
             "--run-dir", where.run_dir, "--average-last", cfg.text.optim.average_last,
             "--directions", directions,
             "--references", where.raw, *score, "--", *generate, *task]
-
-
-QUIET_IMPORT_WARNINGS = ("ignore::FutureWarning:fairscale.experimental.nn.offload",)
-"""Python warning filters (``-W`` syntax) for fairseq-train's processes: fairscale 0.4.13, which
-fairseq imports before it loads the plugin (whose own filter, in ``deepnet_fairseq/__init__``,
-comes too late there), warns twice about torch's deprecated AMP decorators it uses; nothing a
-user can act on. Other warnings are left alone."""
-
-
-def train_environment(env: Mapping[str, str]) -> dict:
-    """ENV for fairseq-train's processes: ``PYTHONWARNINGS`` with ``QUIET_IMPORT_WARNINGS``
-    first, so that a user's own PYTHONWARNINGS, after them, still decides (the later wins)."""
-    own = env.get("PYTHONWARNINGS", "")
-    return {**env, "PYTHONWARNINGS": ",".join([*QUIET_IMPORT_WARNINGS, *([own] if own else [])])}

@@ -37,7 +37,7 @@ from .lengths import refuse_too_long
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
 from .commands import (PER_TENSOR_OPTIONS, method_args, peak_lr, prepare_first, task_args,
-                       train_command, train_environment)
+                       train_command)
 from .layout import machine_problem, plan_layout
 from ..data.checks import data_otherwise
 from ..spec.paths import paths
@@ -353,8 +353,7 @@ def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs
     done = threading.Event()
     threading.Thread(target=every_so_often, args=(done,), daemon=True).start()
     try:
-        code, signum = run_forwarding(command, train_environment(env), logs, echo,
-                                      pass_fds=(lock.fd,))
+        code, signum = run_forwarding(command, env, logs, echo, pass_fds=(lock.fd,))
     finally:
         done.set()
     log(cfg, "train", f"{name}: {progress.line()}")
