@@ -15,7 +15,7 @@ PACKAGE = "deepnet_fairseq"
 LAYERS = [
     ("core", ["constants", "methods"]),
     ("storage", ["storage", "corpora"]),
-    ("nn", ["nn"]),
+    ("nn", ["nn", "data_threads"]),  # the training hooks register() installs
     ("models", ["models"]),
     ("tasks", ["tasks"]),
     ("tools", ["export", "hf_export", "hf_card", "hub", "average_checkpoints", "spm", "cli",
