@@ -1,22 +1,27 @@
 """Full sharding (``--ddp-backend fully_sharded``) on torch's FSDP2 (deepnet_fairseq/nn/fsdp.py):
 the training of the unsharded data-parallel run (``legacy_ddp``, fairseq's all-reduce), update by
 update within float rounding, in fp32, fp16 and bf16, and checkpoints that are those of an
-unsharded run, so that a run saved by 2 sharded processes resumes on 1 and the reverse.
+unsharded run, so that a run saved by 2 sharded processes resumes on 1 and on 3, and one saved
+by 1 on 2.
 
 Real torchrun processes (gloo, CPU) running fairseq-train through tests/distributed_driver.py,
-in three launches:
+in four launches:
 
 1. two processes: each precision, sharded by FSDP2 and unsharded, 6 updates each; the same with
    ``--update-freq 2``, ``--checkpoint-activations`` and ``--deepnorm-ln-lr-multiplier auto``,
    and with validation (``--eval-bleu``'s beam search) after updates 3 and 6;
    memory-efficient fp16 saved at update 3 and resumed; then A (FSDP2) and W (unsharded) train
-   epoch 1, and R (unsharded) resumes W for epoch 2;
+   epoch 1, and R (unsharded) resumes W for epoch 2, as R3 does with ``--update-freq 3``;
 2. one process: B (unsharded) resumes A for epoch 2, C trains epoch 1 (unsharded), E gives
    --ddp-backend fully_sharded to one process (``--update-freq 2``: an update takes the two
    batches two processes take);
-3. two processes, with fairscale made unimportable: D (FSDP2) resumes C for epoch 2.
+3. two processes, with fairscale made unimportable: D (FSDP2) resumes C for epoch 2;
+4. three processes: F (FSDP2, ``--update-freq 2``) resumes A for epoch 2, every parameter split
+   over 3 (unevenly where its first dimension is not a multiple of 3).
 
-As in test_zero.py, the resumed runs are compared with R (W resumed at the same point).
+As in test_zero.py, the resumed runs are compared with R (W resumed at the same point), and F
+with R3: 3 processes taking 2 batches an update and 2 taking 3 take the same 6 batches an update
+(test_zero.py's docstring says why).
 """
 
 import json
@@ -24,7 +29,8 @@ import json
 import pytest
 import torch
 
-from test_zero import ONE_PROCESS, TWO, adam_moments, checkpoint, launch, log, losses
+from test_zero import (ONE_PROCESS, THREE, TWO, adam_moments, checkpoint, launch, log,
+                       losses)
 
 PRECISIONS = {"fp32": [],
               "fp16": ["--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", "128"],
@@ -70,8 +76,9 @@ def runs(toy_data, tmp_path_factory):
                              str(root / "memeff-3" / "checkpoint_last.pt")], {})
     first["A"] = ([data, *TWO, *FSDP, "--max-epoch", "1"], {})
     first["W"] = ([data, *TWO, "--max-epoch", "1"], {})
-    first["R"] = ([data, *TWO, "--max-epoch", "2", "--restore-file",
-                   str(root / "W" / "checkpoint1.pt")], {})
+    resume_w = ["--max-epoch", "2", "--restore-file", str(root / "W" / "checkpoint1.pt")]
+    first["R"] = ([data, *TWO, *resume_w], {})
+    first["R3"] = ([data, *TWO, "--update-freq", "3", *resume_w], {})
     launch(root, "first", first)
 
     one = [data, *ONE_PROCESS, "--update-freq", "2"]
@@ -86,6 +93,10 @@ def runs(toy_data, tmp_path_factory):
     launch(root, "without-fairscale", {
         "D": ([data, *TWO, *FSDP, "--max-epoch", "2", "--restore-file",
                str(root / "C" / "checkpoint1.pt")], {})}, pythonpath=[hidden.parent])
+
+    launch(root, "three", {
+        "F": ([data, *THREE, *FSDP, "--update-freq", "2", "--max-epoch", "2", "--restore-file",
+               str(root / "A" / "checkpoint1.pt")], {})}, nproc=3)
     return root
 
 
@@ -201,16 +212,17 @@ def test_memory_efficient_fp16_fsdp2_resumes_with_its_fp32_moments(runs):
     assert all(value.dtype == torch.float32 for value in moments.values())
 
 
-def check_resumed(runs, name, source):
-    """``name`` loaded ``source`` at update 10 and trained epoch 2 as R did."""
+def check_resumed(runs, name, source, reference="R", updates=10):
+    """``name`` loaded ``source`` at update 10 and trained epoch 2 (``updates`` updates) as
+    ``reference`` did."""
     loaded = f"Loaded checkpoint {runs / source / 'checkpoint1.pt'} (epoch 2 @ 10 updates)"
     assert loaded in log(runs, name)
-    resumed, reference = losses(runs, name), losses(runs, "R")
-    assert sorted(resumed) == sorted(reference) == list(range(11, 21))
+    resumed, expected = losses(runs, name), losses(runs, reference)
+    assert sorted(resumed) == sorted(expected) == list(range(11, 11 + updates))
     for update in resumed:
-        assert abs(resumed[update] - reference[update]) <= 2e-3, update
-    ours, theirs = (checkpoint(runs / n / "checkpoint2.pt") for n in (name, "R"))
-    assert adam_moments(ours)[1] == {20}
+        assert abs(resumed[update] - expected[update]) <= 2e-3, update
+    ours, theirs = (checkpoint(runs / n / "checkpoint2.pt") for n in (name, reference))
+    assert adam_moments(ours)[1] == {10 + updates}
     assert_close_training(ours, theirs, *TOLERANCES["resumed"])
 
 
@@ -225,6 +237,20 @@ def test_one_process_checkpoint_resumes_on_two_with_fsdp2_without_fairscale(runs
     for rank in (0, 1):
         finished = json.loads((runs / f"D.log.rank{rank}.json").read_text())
         assert finished["world_size"] == 2 and finished["fairscale_imported"] is False
+
+
+def test_two_processes_fsdp2_checkpoint_resumes_on_three(runs):
+    """Epoch 2's 10 updates of 2 batches are 4 of 6 (the last one short), each the same batches
+    as R3's: the same sentence and token counts, update by update, and the same training."""
+    assert "FSDP2: 4 layers and the rest of the model fully sharded over 3 processes" in log(
+        runs, "F")
+    check_resumed(runs, "F", "A", reference="R3", updates=4)
+    ours, theirs = records(runs, "F"), records(runs, "R3")
+    for update in ours:
+        assert [ours[update][key] for key in ("bsz", "wpb")] == [theirs[update][key]
+                                                                for key in ("bsz", "wpb")]
+    for rank in range(3):
+        assert json.loads((runs / f"F.log.rank{rank}.json").read_text())["world_size"] == 3
 
 
 def test_fsdp2_on_one_process_has_nothing_to_shard(runs):
