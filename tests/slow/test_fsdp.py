@@ -29,8 +29,8 @@ import json
 import pytest
 import torch
 
-from test_zero import (ONE_PROCESS, THREE, TWO, adam_moments, checkpoint, launch, log,
-                       losses)
+from test_zero import (TWO, adam_moments, checkpoint, epoch_runs, launch, log, losses,
+                       one_process_runs, three_process_run)
 
 PRECISIONS = {"fp32": [],
               "fp16": ["--fp16", "--fp16-no-flatten-grads", "--fp16-init-scale", "128"],
@@ -74,18 +74,9 @@ def runs(toy_data, tmp_path_factory):
     first["memeff-3"] = ([*memeff, "--max-update", "3"], {})
     first["memeff-3to6"] = ([*memeff, "--max-update", "6", "--restore-file",
                              str(root / "memeff-3" / "checkpoint_last.pt")], {})
-    first["A"] = ([data, *TWO, *FSDP, "--max-epoch", "1"], {})
-    first["W"] = ([data, *TWO, "--max-epoch", "1"], {})
-    resume_w = ["--max-epoch", "2", "--restore-file", str(root / "W" / "checkpoint1.pt")]
-    first["R"] = ([data, *TWO, *resume_w], {})
-    first["R3"] = ([data, *TWO, "--update-freq", "3", *resume_w], {})
+    first.update(epoch_runs(root, data, FSDP))
     launch(root, "first", first)
-
-    one = [data, *ONE_PROCESS, "--update-freq", "2"]
-    launch(root, "one", {
-        "B": ([*one, "--max-epoch", "2", "--restore-file", str(root / "A" / "checkpoint1.pt")], {}),
-        "C": ([*one, "--max-epoch", "1"], {}),
-        "E": ([*one, *FSDP, "--max-update", "2", "--no-save"], {})}, nproc=1)
+    launch(root, "one", one_process_runs(root, data, FSDP), nproc=1)
 
     hidden = root / "no-fairscale" / "fairscale"
     hidden.mkdir(parents=True)
@@ -94,9 +85,7 @@ def runs(toy_data, tmp_path_factory):
         "D": ([data, *TWO, *FSDP, "--max-epoch", "2", "--restore-file",
                str(root / "C" / "checkpoint1.pt")], {})}, pythonpath=[hidden.parent])
 
-    launch(root, "three", {
-        "F": ([data, *THREE, *FSDP, "--update-freq", "2", "--max-epoch", "2", "--restore-file",
-               str(root / "A" / "checkpoint1.pt")], {})}, nproc=3)
+    launch(root, "three", three_process_run(root, data, FSDP), nproc=3)
     return root
 
 

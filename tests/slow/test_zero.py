@@ -109,28 +109,42 @@ def runs(toy_data, tmp_path_factory):
         first[f"{name}-3"] = ([*memeff, "--max-update", "3"], {})
         first[f"{name}-3to6"] = ([*memeff, "--max-update", "6", "--restore-file",
                                   str(root / f"{name}-3" / "checkpoint_last.pt")], {})
-    first["A"] = ([data, *TWO, *ZERO, "--max-epoch", "1"], {})
-    first["W"] = ([data, *TWO, "--max-epoch", "1"], {})
-    resume_w = ["--max-epoch", "2", "--restore-file", str(root / "W" / "checkpoint1.pt")]
-    first["R"] = ([data, *TWO, *resume_w], {})
-    first["R3"] = ([data, *TWO, "--update-freq", "3", *resume_w], {})
+    first.update(epoch_runs(root, data, ZERO))
     launch(root, "first", first)
-
-    one = [data, *ONE_PROCESS, "--update-freq", "2"]
-    launch(root, "one", {
-        "B": ([*one, "--max-epoch", "2", "--restore-file", str(root / "A" / "checkpoint1.pt")], {}),
-        "C": ([*one, "--max-epoch", "1"], {}),
-        "E": ([*one, *ZERO, "--max-update", "2", "--no-save"], {})}, nproc=1)
+    launch(root, "one", one_process_runs(root, data, ZERO), nproc=1)
 
     launch(root, "two-after-one", {
         "D": ([data, *TWO, *ZERO, "--max-epoch", "2", "--restore-file",
                str(root / "C" / "checkpoint1.pt")], {})})
 
-    launch(root, "three", {
-        "F": ([data, *THREE, *ZERO, "--update-freq", "2", "--max-epoch", "2", "--restore-file",
-               str(root / "A" / "checkpoint1.pt")], {"restored": str(root / "F.restored")})},
-           nproc=3)
+    launch(root, "three", three_process_run(root, data, ZERO,
+                                            {"restored": str(root / "F.restored")}), nproc=3)
     return root
+
+
+# The resume plan test_zero.py and test_fsdp.py share, for SHARDING's flags (module docstring)
+def epoch_runs(root, data, sharding):
+    """Launch 1's A (sharded) and W (unsharded) training epoch 1, R and R3 resuming W."""
+    resume_w = ["--max-epoch", "2", "--restore-file", str(root / "W" / "checkpoint1.pt")]
+    return {"A": ([data, *TWO, *sharding, "--max-epoch", "1"], {}),
+            "W": ([data, *TWO, "--max-epoch", "1"], {}),
+            "R": ([data, *TWO, *resume_w], {}),
+            "R3": ([data, *TWO, "--update-freq", "3", *resume_w], {})}
+
+
+def one_process_runs(root, data, sharding):
+    """Launch 2: B resumes A, C trains epoch 1, E gives the sharding to one process."""
+    one = [data, *ONE_PROCESS, "--update-freq", "2"]
+    return {"B": ([*one, "--max-epoch", "2", "--restore-file", str(root / "A" / "checkpoint1.pt")],
+                  {}),
+            "C": ([*one, "--max-epoch", "1"], {}),
+            "E": ([*one, *sharding, "--max-update", "2", "--no-save"], {})}
+
+
+def three_process_run(root, data, sharding, extra=None):
+    """F: three sharded processes resume A for epoch 2 (compared with R3)."""
+    return {"F": ([data, *THREE, *sharding, "--update-freq", "2", "--max-epoch", "2",
+                   "--restore-file", str(root / "A" / "checkpoint1.pt")], extra or {})}
 
 
 def log(root, name):
