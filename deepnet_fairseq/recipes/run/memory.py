@@ -119,9 +119,6 @@ class Estimate:
     components: Dict[str, float]
     peak: float
 
-    def gb(self, name: str) -> float:
-        return self.components[name] / GB
-
 
 def estimate(params: int, layers: int, embed_dim: int, vocab: int, tokens: int, precision: str,
              checkpointing: bool = False, zero: bool = False, memory_efficient: bool = False,
