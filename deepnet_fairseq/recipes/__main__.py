@@ -12,14 +12,13 @@ layout, the memory plan and the command, and runs nothing. Errors end in one lin
 the recipes may not touch, a record this code cannot read or replace (exit status 2), a full disk or an unwritable path (1).
 """
 
-import argparse
 import glob
 import os
 import signal
 import sys
 
 from ..processes import EXIT, Interrupted, interrupted
-from . import pipeline
+from . import cli_parser, pipeline
 from .spec import configfile
 from .spec.paths import paths
 from .datasets import DATASETS
@@ -72,9 +71,7 @@ def _read_by(cfg) -> list:
 
 
 def run_file(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes run",
-                                     description=configfile.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes run", configfile.__doc__)
     parser.add_argument("file", help="an experiment as a TOML file, e.g. configs/quickstart.toml")
     parser.add_argument("--repo", default=home(), help="as for DATASET STEP")
     parser.add_argument("--dry-run", action="store_true",
@@ -95,9 +92,7 @@ def run_file(argv) -> int:
 
 @one_line_os_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes",
-                                     description=__doc__, epilog=help_text(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes", __doc__, epilog=help_text())
     parser.add_argument("--repo", default=home(),
                         help="where runs/ goes unless DEEPNET_WORK says: the checkout this "
                              "package is in, or the current directory for an installed copy")

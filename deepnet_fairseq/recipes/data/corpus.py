@@ -18,11 +18,11 @@ recipes created are ever deleted), and a failed step leaves nothing behind:
 3. DATA_DIR/spm/: every split encoded into pieces, ready for fairseq-preprocess.
 """
 
-import argparse
 import contextlib
 import os
 import sys
 
+from .. import cli_parser
 from ... import spm
 from .clean import clean
 from ..base.rawtext import SPLITS
@@ -86,9 +86,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.corpus",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.data.corpus", __doc__)
     parser.add_argument("--data", required=True, help="the recipe's data directory")
     parser.add_argument("--pairs", required=True, help="comma-separated SRC-TGT pairs")
     parser.add_argument("--vocab", type=int, required=True, help="sentencepiece vocabulary")

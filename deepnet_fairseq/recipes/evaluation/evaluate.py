@@ -38,6 +38,7 @@ import sys
 import threading
 from typing import Optional
 
+from .. import cli_parser
 from ...average_checkpoints import at_least_one
 from ..run import runlog
 from ...storage.records import read_record, write_record
@@ -325,9 +326,7 @@ def reference(references: str, direction: str) -> str:
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.evaluate",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.evaluation.evaluate", __doc__)
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--average-last", type=at_least_one, required=True,
                         help="how many of the newest update checkpoints to average (>= 1)")

@@ -20,7 +20,6 @@ fairseq-train's validation records: loss in bits and update count) or a director
   checkpoints.
 """
 
-import argparse
 import bisect
 import csv
 import io
@@ -28,7 +27,7 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...storage.records import read_record, read_status
 from ...fairseq_log import train_seconds, valid_curve
 from ...plotting import pyplot
@@ -189,9 +188,7 @@ def plot_factors(path: str, curves: Dict[str, Dict[int, float]], title: str,
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.curves",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.curves", __doc__)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
     parser.add_argument("--plot", metavar="PNG", help="draw the curves into this PNG")
     parser.add_argument("--factors", metavar="PNG",

@@ -32,7 +32,6 @@ Size and cost, so that a shallow-and-wide control can be matched to a deep model
   (``fairseq_log.train_seconds``), on whatever machine ran it.
 """
 
-import argparse
 import csv
 import io
 import math
@@ -40,7 +39,7 @@ import os
 import sys
 from typing import Dict, List
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
@@ -204,9 +203,7 @@ def _draw_fit(ax, fit: Fit, pts, colour) -> None:
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.depth_law",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.depth_law", __doc__)
     parser.add_argument("runs", metavar="RUNS", help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory to write the report into")
     multilingual = [name for name, declared in DATASETS.items() if declared.task.depth_law]

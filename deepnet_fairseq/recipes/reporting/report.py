@@ -42,7 +42,6 @@ figure; runs trained before it was recorded have none). The plots draw the nll w
 has it, else the label-smoothed loss, and say which.
 """
 
-import argparse
 import csv
 import io
 import math
@@ -51,7 +50,7 @@ import statistics
 import sys
 from typing import Dict, List, NamedTuple, Optional
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
 from ...storage.records import read_record, read_status, run_names
@@ -665,9 +664,7 @@ WRITTEN = ("results.csv", "table.md", "bleu_vs_depth.png", "by_group.png", "vali
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.report",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.report", __doc__)
     parser.add_argument("--dataset", required=True, choices=list(DATASETS))
     parser.add_argument("--runs", required=True, help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")

@@ -20,14 +20,13 @@ Inputs, relative to the results directory:
 * the folders themselves: each one listed, with its README where it has one.
 """
 
-import argparse
 import csv
 import os
 import statistics
 import sys
 from typing import Dict, List, Optional
 
-from .. import write_atomically
+from .. import cli_parser, write_atomically
 from ...methods import METHODS
 from ...storage.fileio import one_line_os_errors
 from . import lr_transfer, report
@@ -430,9 +429,7 @@ def default_results_dir() -> str:
 
 @one_line_os_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m deepnet_fairseq.recipes.reporting.results_page", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.results_page", __doc__)
     parser.add_argument("--results", default=None, metavar="DIR",
                         help="the results directory [results/ of this checkout]")
     parser.add_argument("--check", action="store_true",
