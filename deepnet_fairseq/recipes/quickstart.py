@@ -157,8 +157,7 @@ def main(argv=None) -> int:
         with signals_interrupt():  # in-process steps end through their cleanup on these too
             for tool in ("fairseq-preprocess", "fairseq-train"):
                 if shutil.which(tool) is None:
-                    raise QuickstartError(f"{tool} not found on PATH; run: bash "
-                                          "scripts/install.sh")
+                    raise QuickstartError(f"{tool} not found on PATH; run: bash scripts/install.sh")
             run(cfg)
     except (SettingError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)

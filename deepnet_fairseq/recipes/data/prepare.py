@@ -65,8 +65,7 @@ def binarise(cfg: Settings, src: str, tgt: str, dest: str, *options: str) -> Non
     if signum:
         raise Interrupted(signum)
     if code:
-        raise PrepareError(f"fairseq-preprocess failed for {src}-{tgt}; see "
-                           f"{data}/preprocess.log")
+        raise PrepareError(f"fairseq-preprocess failed for {src}-{tgt}; see {data}/preprocess.log")
 
 
 def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, say) -> None:

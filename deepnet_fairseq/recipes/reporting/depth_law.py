@@ -143,11 +143,10 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
            "| X->En | En->X | Avg | status |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['label']} | {r['encoder_layers']}L-{r['decoder_layers']}L "
-                   f"| {r['width']} | {r['peak_lr']} | {_cell(r['params_m'], '.2f')} "
-                   f"| {_cell(r['train_pflops'], '.3f')} | {_cell(r['train_hours'], '.2f')} "
-                   f"| {r['num_updates']} | {r['x_en']} | {r['en_x']} | {r['avg']} "
-                   f"| {r['status']} |")
+        out.append(f"| {r['label']} | {r['encoder_layers']}L-{r['decoder_layers']}L | {r['width']} "
+                   f"| {r['peak_lr']} | {_cell(r['params_m'], '.2f')} | "
+                   f"{_cell(r['train_pflops'], '.3f')} | {_cell(r['train_hours'], '.2f')} | "
+                   f"{r['num_updates']} | {r['x_en']} | {r['en_x']} | {r['avg']} | {r['status']} |")
     out += ["\nThe depth law, BLEU = A ln d + B (d: layers in all), fitted by least squares:\n",
             "| series | A | B | R^2 | points |", "|---|---|---|---|---|"]
     out += [f"| {label} | {_fit_text(fit)} |" for label, fit in sorted(fits(rows).items())]

@@ -386,17 +386,15 @@ def _directions_table(rows: List[Dict]) -> List[str]:
     out = ["| model | layers | X->En | En->X | Avg |", "|---|---|---|---|---|"]
     for row in sorted(rows, key=lambda r: (r["label"], r["layers"])):
         ok = row["status"] == "ok"
-        out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L "
-                   f"| {row['layers']} | {row['x_en'] if ok else ''} "
-                   f"| {row['en_x'] if ok else ''} "
-                   f"| {_cell([row])}{_paper(row['paper_bleu'])} |")
+        out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L | "
+                   f"{row['layers']} | {row['x_en'] if ok else ''} | {row['en_x'] if ok else ''} | "
+                   f"{_cell([row])}{_paper(row['paper_bleu'])} |")
     fitted = fits(rows)
     if fitted:
         out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
         for label, fit in sorted(fitted.items()):
             out.append(f"- {label}: BLEU(d) = {fit.a:.3f} ln d + {fit.b:.3f}"
-                       + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, "
-                                                     f"{fit.points} points)"))
+                       + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, {fit.points} points)"))
     return out
 
 
@@ -671,8 +669,7 @@ def main(argv=None) -> None:
     parser.add_argument("--data", help="the runs' binarised data (one language pair): mark the "
                                        "runs that stalled at the source-blind baseline")
     parser.add_argument("--margin", type=float, default=STALLED_MARGIN,
-                        help=f"bits below that baseline a run must reach "
-                             f"[{STALLED_MARGIN}]")
+                        help=f"bits below that baseline a run must reach [{STALLED_MARGIN}]")
     # the sweep's own results directory is replaced by each sweep (the runner passes --force)
     add_force_argument(parser, "the report's existing files in --out")
     args = parser.parse_args(argv)

@@ -110,8 +110,7 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             return f"checkpoint_last.pt was unreadable ({cause}); replaced by {name}"
     move(last, last + ".unreadable")
     return (f"checkpoint_last.pt was unreadable ({cause}) and no readable update checkpoint "
-            f"exists: moved to checkpoint_last.pt.unreadable, training starts again from "
-            f"update 0")
+            "exists: moved to checkpoint_last.pt.unreadable, training starts again from update 0")
 
 
 def training_done(checkpoints: str) -> Tuple[int, int]:

@@ -228,9 +228,8 @@ SETTINGS: Dict[str, Setting] = {
     # machine
     # fairseq drops every training pair longer than it (a pair is at least one piece and
     # </s>): at 1 no batch was left, and training ended in an IndexError
-    "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the "
-                            "longest validation or test pair, which train checks against "
-                            "the data)",
+    "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the longest "
+                            "validation or test pair, which train checks against the data)",
                      bounds=(2, None, True)),
     "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
@@ -420,9 +419,8 @@ class Settings:
         if name not in SETTINGS:
             raise KeyError(name)  # a programming error, not a user's
         if name not in self.values:
-            raise SettingError(f"{name} is not set and dataset {self.dataset} has no default "
-                               f"for it: set it in the environment ({name}=... or "
-                               f"{PREFIX}{name}=...)")
+            raise SettingError(f"{name} is not set and dataset {self.dataset} has no default for "
+                               f"it: set it in the environment ({name}=... or {PREFIX}{name}=...)")
         return self.values[name]
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
@@ -763,9 +761,8 @@ def check_ranges(cfg: "Settings") -> None:
                           "set one of them above 0")
     if "BEAM" in cfg and "VOCAB" in cfg and cfg.eval.beam >= cfg.data.vocab:
         # fairseq's SequenceGenerator would quietly search with a beam of its vocabulary - 1
-        bad("BEAM", f"must be smaller than VOCAB={cfg.text.data.vocab} (a beam that wide would "
-                    f"be cut "
-                    "to the vocabulary without a word)")
+        bad("BEAM", f"must be smaller than VOCAB={cfg.text.data.vocab} (a beam that wide would be "
+                    "cut to the vocabulary without a word)")
     if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.model.heads > 0 and \
             cfg.model.embed_dim % cfg.model.heads:
         bad("EMBED_DIM", f"must be a multiple of HEADS={cfg.text.model.heads}")
@@ -815,10 +812,9 @@ def check_read(cfg: "Settings") -> None:
     for name, why in unread(cfg).items():
         if name in cfg.given or name in cfg.per_run:
             value, source = cfg.given.get(name) or (cfg.values[name], cfg.sources[name])
-            problems.append(f"{name}={value} (from {source}) is not read by dataset "
-                            f"{cfg.dataset} with SOURCE={cfg.text.data.source}: {why}; remove it "
-                            f"from "
-                            "the file, or set what reads it")
+            problems.append(f"{name}={value} (from {source}) is not read by dataset {cfg.dataset} "
+                            f"with SOURCE={cfg.text.data.source}: {why}; remove it from the file, "
+                            "or set what reads it")
         elif cfg.sources.get(name, "").startswith("environment"):
             cfg.notes.append(f"{name} ({cfg.sources[name]}) is not read by dataset "
                              f"{cfg.dataset} with SOURCE={cfg.text.data.source}: {why}")
@@ -904,9 +900,8 @@ NOT_PER_RUN = {
     "entry": "the entry's own fields METHOD:ENC:DEC set it (and the run's name follows from "
              "them); write it there",
     "sweep": "it says what the sweep is, one value for all its runs; set it for the sweep",
-    "data": "the prepared data depends on it, and every run of the sweep trains on the same "
-            "data; set it for the sweep (and prepare), or sweep other data in another "
-            "DEEPNET_WORK",
+    "data": "the prepared data depends on it, and every run of the sweep trains on the same data; "
+            "set it for the sweep (and prepare), or sweep other data in another DEEPNET_WORK",
     "prepare": "it says how the shared data is prepared, once for every run; set it for prepare",
     "machine": "it belongs to the machine the sweep runs on, the same for every run; set it in "
                "the environment for the sweep",
@@ -936,8 +931,7 @@ def check_run_entry(entry: str, where: str = "") -> Tuple[str, str, str, List[st
     for override in overrides:
         key, equals, value = override.partition("=")
         if not equals or key not in SETTINGS:
-            raise SettingError(f"{where}: {override!r} is not KEY=VALUE with KEY a recipe "
-                               "setting")
+            raise SettingError(f"{where}: {override!r} is not KEY=VALUE with KEY a recipe setting")
         if SETTINGS[key].scope != "run":
             raise SettingError(f"{where}: {key} cannot differ between runs: "
                                f"{NOT_PER_RUN[SETTINGS[key].scope]}")
