@@ -44,8 +44,7 @@ def _encode_task(model: str, source: str, dest: str) -> None:
 
 
 def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float,
-            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext(),
-            workers: int = 1):
+            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext(), workers: int = 1):
     """The three steps; ``stage(name)`` is entered around each step that runs (the prepare
     step's timings). Cleaning (a task per pair and split) and encoding (a task per file) run
     on ``workers`` processes (``workers.py``); what they write is the same for any number."""

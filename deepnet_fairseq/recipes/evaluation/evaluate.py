@@ -471,9 +471,8 @@ def _decode_and_score(args, work: str, averaged: str, generate_args) -> dict:
                 progress.begin(todo.index(direction) + 1, direction)
             output = generate(direction, averaged, work, generate_args)
             scored_against = reference(args.references, direction)
-            scores = score_direction(output, scored_against,
-                                     direction.split("-")[1], args.tokenized_bleu,
-                                     args.compound_split)
+            scores = score_direction(output, scored_against, direction.split("-")[1],
+                                     args.tokenized_bleu, args.compound_split)
             extra = f", tokenized BLEU {scores['tok_bleu']}" if args.tokenized_bleu else ""
             print(f"{direction}: sacreBLEU {scores['sacrebleu']}{extra}", file=sys.stderr)
             # the reference file, so that a report can score the decode again (report.py)

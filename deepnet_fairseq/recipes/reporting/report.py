@@ -75,8 +75,7 @@ def seed_of(status: Dict, config: Dict) -> str:
     return str(config.get("settings", {}).get("SEED", {}).get("value", ""))
 
 
-def tokenized_bleu_from_decode(run_dir: str, direction: str,
-                               scored: Dict) -> Optional[float]:
+def tokenized_bleu_from_decode(run_dir: str, direction: str, scored: Dict) -> Optional[float]:
     """The paper's WMT-17 metric (tokenized BLEU, compound-split: ``score.score_direction``)
     of a run evaluated without it, from its decoded test set and the reference file its
     evaluation scored against (SCORED: the direction's entry in ``eval.json``, which records
@@ -182,9 +181,8 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     row = {key: "" for key in COLUMNS}
     row["_settings"] = {k: v["value"] for k, v in config.get("settings", {}).items()}
     row.update(dataset=dataset, run=name, method=status["method"],
-               label=status.get("label") or status["method"], encoder_layers=n,
-               decoder_layers=m, layers=n + m, status=status["status"],
-               seed=seed_of(status, config),
+               label=status.get("label") or status["method"], encoder_layers=n, decoder_layers=m,
+               layers=n + m, status=status["status"], seed=seed_of(status, config),
                reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
                last_valid_loss=status.get("last_valid_loss"),
                last_valid_nll=status.get("last_valid_nll"))
@@ -199,8 +197,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
         if tok_bleu == "" and DATASETS[dataset].metric == "tok_bleu" and row["status"] == "ok":
             tok_bleu = tokenized_bleu_from_decode(run_dir, direction, only)
             tok_bleu = "" if tok_bleu is None else tok_bleu
-        row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu,
-                   signature=only["signature"])
+        row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu, signature=only["signature"])
     elif directions:
         row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
                    en_x=evaluation.get("en_x", ""),
@@ -265,8 +262,7 @@ def source_blind_baseline(data: str) -> float:
     return unigram_baseline(data, *pairs[0])
 
 
-def mark_stalled(rows: List[Dict], baseline: float,
-                 margin: float = STALLED_MARGIN) -> None:
+def mark_stalled(rows: List[Dict], baseline: float, margin: float = STALLED_MARGIN) -> None:
     """Set each row's ``stalled``: trained (ok) but its last validation nll not below
     ``baseline - margin`` bits. The baseline is a cross-entropy of the references, so it is
     compared with the nll, not with the label-smoothed loss (higher by the smoothing's share);

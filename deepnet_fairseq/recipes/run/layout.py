@@ -161,8 +161,7 @@ def checkpointing_refused(method: str) -> Optional[str]:
     return f"{state} passes each layer's output to later layers" if state else None
 
 
-def plan_layout(cfg: Settings, env: Mapping[str, str],
-                probe: Optional[Callable[[], int]] = None,
+def plan_layout(cfg: Settings, env: Mapping[str, str], probe: Optional[Callable[[], int]] = None,
                 memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
     """Processes, launcher, batch split, precision and memory plan of a training run (no side
     effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""

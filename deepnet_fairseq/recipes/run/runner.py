@@ -377,8 +377,7 @@ def _record_end(cfg: Settings, meta: dict, logs: List[str], code: int, signum: O
     return interrupted(signum) if state == "interrupted" else EXIT[state]
 
 
-def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
-              reached: Tuple[str, str]) -> int:
+def _ended_at(cfg: Settings, layout, meta: dict, train_log: str, reached: Tuple[str, str]) -> int:
     """A run whose checkpoint_last.pt is at its limit already (REACHED: ``limit_reached``'s;
     META holds its updates): its status as for a run that ended there, from fairseq's own
     lines in the run's log (every attempt's, so that one that failed before its first update

@@ -122,18 +122,15 @@ SETTINGS: Dict[str, Setting] = {
     "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
     # data: "data" the prepared data depends on (prepare records and compares them; "prepare":
     # how prepare works, the same data either way)
-    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download",
-                 scope="data"),
-    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare",
-                       read_when="download"),
+    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download", scope="data"),
+    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare", read_when="download"),
     "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]",
                     scope="data", read_when="local"),
     "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train",
                       scope="data", read_when="local"),
     "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="data",
                       read_when="local"),
-    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data",
-                     read_when="local"),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data", read_when="local"),
     "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
                              ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
                              "/data/train.de and /data/train.en", scope="data",
@@ -257,14 +254,12 @@ SETTINGS: Dict[str, Setting] = {
                 bounds=(1, PROCESSES_PER_NODE + 1, True), scope="machine"),
     "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]", bounds=AT_LEAST_ONE,
                  scope="machine"),
-    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)",
-                    scope="machine"),
+    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)", scope="machine"),
     "MASTER_ADDR": _s("text", "first node's address (NNODES > 1: required with torchrun)",
                       scope="machine"),
     "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500", bounds=(1, 65536, True),
                       scope="machine"),
-    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto",
-                   scope="machine"),
+    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto", scope="machine"),
     # evaluation
     "BEAM": _s("int", "beam size", bounds=AT_LEAST_ONE),
     "LENPEN": _s("float", "length penalty"),
