@@ -283,11 +283,10 @@ def check_distinct(generate_output: str) -> dict:
             "ignores_source": ignores_source(summary)}
 
 
-# The test batches are loaded in this process unless the user's options say otherwise (theirs
-# come after, and argparse keeps the last): fairseq's default forks a DataLoader worker, and a
-# fork copies the locks the progress thread (``progress_lines``) may hold at that moment; such a
-# worker died twice under the test suite. Reading binarized batches costs nothing beside beam
-# search.
+# The test batches are loaded in this process unless the user's options say otherwise (theirs come
+# after, and argparse keeps the last): fairseq's default forks a DataLoader worker, and a fork
+# copies the locks the progress thread (``progress_lines``) may hold at that moment; such a worker
+# died twice under the test suite. Reading binarized batches costs nothing beside beam search.
 IN_PROCESS_LOADING = ("--num-workers", "0")
 
 

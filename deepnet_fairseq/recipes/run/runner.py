@@ -213,10 +213,9 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
 
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
-        # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by
-        # name: a link in them would resume from, and overwrite, what it points to. Asked
-        # under the lock, so that no launch of the recipes changes the run between the
-        # answer and fairseq's start
+        # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by name: a
+        # link in them would resume from, and overwrite, what it points to. Asked under the lock, so
+        # that no launch of the recipes changes the run between the answer and fairseq's start
         for directory in (run_dir, where.bin):
             refuse_links_within(directory)
         try:

@@ -53,12 +53,11 @@ class Setting:
     # on it: prepare records it, every run shares it), "prepare" (how prepare works),
     # "machine" (where and how processes run: the same for every run)
     scope: str = "run"
-    # what a value changes, so that a record made with another value is never reused: DATA
-    # (the prepared data: prepare redoes or refuses a data directory prepared otherwise; every
-    # setting of scope "data" and only those) or TRAINED (what a run trains: a run is not
-    # resumed or kept under another value); None for the rest (where, how fast, how long, how
-    # often it logs: a run resumed on another machine, with another layout or a longer
-    # MAX_UPDATE, trains the same model)
+    # what a value changes, so that a record made with another value is never reused: DATA (the
+    # prepared data: prepare redoes or refuses a data directory prepared otherwise; every setting of
+    # scope "data" and only those) or TRAINED (what a run trains: a run is not resumed or kept under
+    # another value); None for the rest (where, how fast, how long, how often it logs: a run resumed
+    # on another machine, with another layout or a longer MAX_UPDATE, trains the same model)
     affects: Optional[str] = None
     # when a dataset reads it (a key of READ_WHEN), None for always: a config file that sets it
     # where it is not read is refused, since the value would be dropped without a word
@@ -223,8 +222,8 @@ SETTINGS: Dict[str, Setting] = {
                              "setting to use, and so is one that reads or writes outside the "
                              "run (--restore-file, --tensorboard-logdir, ...)", affects=TRAINED),
     # machine
-    # fairseq drops every training pair longer than it (a pair is at least one piece and
-    # </s>): at 1 no batch was left, and training ended in an IndexError
+    # fairseq drops every training pair longer than it (a pair is at least one piece and </s>):
+    # at 1 no batch was left, and training ended in an IndexError
     "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the longest "
                             "validation or test pair, which train checks against the data)",
                      bounds=(2, None, True)),
