@@ -285,8 +285,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     meta = {"dataset": cfg.dataset, "method": cfg.text.run.method,
             "encoder_layers": cfg.run.enc_layers, "decoder_layers": cfg.run.dec_layers,
             "label": cfg.text.run.run_label, "seed": cfg.run.seed, "launcher": layout.launcher,
-            "world_size": layout.world,
-            "nnodes": layout.nnodes, "update_freq": layout.update_freq,
+            "world_size": layout.world, "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
         _clean_up_after_an_interruption(cfg, name, where)
