@@ -257,10 +257,10 @@ def _display(label: str) -> str:
     return method.display if method else label
 
 
-def paper_column(dataset: str, method: str) -> str:
-    """The paper's Table 1 for a method: its BLEU at 6L / 18L / 50L / 100L where
+def paper_column(dataset: str, method: str, depths=tuple((d, d) for d in PAPER_DEPTHS)) -> str:
+    """The paper's Table 1 for a method: its BLEU at DEPTHS (N, M) [6L / 18L / 50L / 100L] where
     ``recipes.reporting.paper`` has them, else PAPER_SAYS, else nothing."""
-    refs = [lookup(dataset, method, d, d) for d in PAPER_DEPTHS]
+    refs = [lookup(dataset, method, n, m) for n, m in depths]
     if any(refs):
         return " / ".join("" if ref is None else "diverged" if ref.bleu is None else
                           f"{ref.bleu}" for ref in refs)
@@ -278,9 +278,7 @@ def table1_grid(rows: List[Dict]) -> str:
                     ["paper: " + " / ".join(f"{d}L" for d in PAPER_DEPTHS)])
     for group, labels in report.grouped({r["label"] for r in main}):
         for i, label in enumerate(labels):
-            name = _display(label)
-            if label == "deepnet":
-                name = f"**{name}**"
+            name = f"**{_display(label)}**" if label == "deepnet" else _display(label)
             cells = [report._cell(index.get((label, n, m))) for n, m in depths]
             lines.append(f"| {group if i == 0 else ''} | {name} | " + " | ".join(cells)
                          + f" | {paper_column(rows[0]['dataset'], label)} |")
@@ -366,11 +364,9 @@ def first_sweep_table(rows: List[Dict]) -> str:
                     cell = (cell[:-1] + f"; {detail})" if cell.endswith(")")
                             else f"{cell} ({detail})")
                 cells.append(cell)
-            refs = [lookup(rows[0]["dataset"], label, n, m) for n, m in depths]
-            paper = (" / ".join("" if r is None else "diverged" if r.bleu is None else f"{r.bleu}"
-                                for r in refs) if any(refs) else PAPER_SAYS.get(label, ""))
             name = f"**{_display(label)}**" if label == "deepnet" else _display(label)
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {paper} |")
+            lines.append(f"| {name} | " + " | ".join(cells)
+                         + f" | {paper_column(rows[0]['dataset'], label, depths)} |")
     return "\n".join(lines) + "\n"
 
 
