@@ -48,6 +48,7 @@ from ...storage.records import read_record
 from . import report
 from .report import Fit, fit_log, fits
 from .curves import training_seconds
+from ..run.memory import parameter_count
 
 WRITTEN = ("depth_law.md", "depth_law.csv", "depth_law.png")
 FIELDS = ["run", "label", "method", "encoder_layers", "decoder_layers", "layers", "width",
@@ -58,13 +59,9 @@ FIELDS = ["run", "label", "method", "encoder_layers", "decoder_layers", "layers"
 def layer_parameters(width: int, ffn: int, encoder_layers: int, decoder_layers: int) -> int:
     """Non-embedding parameters of a Post-LN Transformer encoder-decoder: per encoder layer
     self-attention (4 projections with biases), the feed-forward block and two LayerNorms; per
-    decoder layer also encoder attention and a third LayerNorm."""
-    attention = 4 * (width * width + width)
-    feed_forward = 2 * width * ffn + ffn + width
-    layer_norm = 2 * width
-    encoder = attention + feed_forward + 2 * layer_norm
-    decoder = 2 * attention + feed_forward + 3 * layer_norm
-    return encoder_layers * encoder + decoder_layers * decoder
+    decoder layer also encoder attention and a third LayerNorm: the memory plan's count
+    without a vocabulary."""
+    return parameter_count(encoder_layers, decoder_layers, width, ffn, 0)
 
 
 def _setting(config: Dict, name: str) -> str:
