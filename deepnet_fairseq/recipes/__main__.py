@@ -33,14 +33,14 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
     cfg = resolve(dataset, os.environ, repo, given=given)
     print_settings(cfg, step)
     if not save_config:
-        return _step(cfg, step, dry_run)
+        return pipeline.STEPS[step](cfg, dry_run)
     # what this command was given, not what the presets add; written once the step has
     # accepted it: a command the step refuses (its plan, its inputs) leaves no file that would
     # only be refused again when run
     check_tool_output(save_config, _read_by(cfg), force, "--save-config")
     accepted = True
     try:
-        return _step(cfg, step, dry_run)
+        return pipeline.STEPS[step](cfg, dry_run)
     except (SettingError, Busy, NotOurs):
         accepted = False
         raise
@@ -51,10 +51,6 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
                 if source.startswith("environment") and not SETTINGS[name].prefix_only})
             print(f"wrote {save_config}: run it with python -m deepnet_fairseq.recipes run "
                   f"{save_config}", file=sys.stderr)
-
-
-def _step(cfg, step: str, dry_run: bool) -> int:
-    return pipeline.STEPS[step](cfg, dry_run)
 
 
 def _read_by(cfg) -> list:
