@@ -652,7 +652,8 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     _set_device(cfg, env, probe)
     deferred = _method_training(cfg)
     _load_presets(cfg)
-    _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
+    for setting, template, source in deferred:  # over the presets' value: the method's own
+        cfg.set(setting, template.format(**cfg.values), source)
     _derive(cfg, env)
     check_ranges(cfg)
     check_read(cfg)
@@ -820,7 +821,7 @@ def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
     """The training settings the method's paper prescribes (its declaration in ``methods``,
     e.g. T-Fixup's warmup): above the presets, below the environment. A value naming another
     setting (``"{LR}"``) is returned as (setting, template, source), to be filled in once every
-    other value is known (``_fill_method_training``)."""
+    other value is known (``resolve``, once the presets are loaded)."""
     from ... import methods
 
     name = cfg.text.run.method if "METHOD" in cfg else SETTINGS["METHOD"].default
@@ -838,11 +839,6 @@ def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
         else:
             cfg.set(setting, value, source)
     return deferred
-
-
-def _fill_method_training(cfg: Settings, deferred: List[Tuple[str, str, str]]) -> None:
-    for setting, template, source in deferred:
-        cfg.set(setting, template.format(**cfg.values), source)
 
 
 def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
