@@ -22,5 +22,14 @@ check shares. The helpers are small CLIs too: ``python -m
 deepnet_fairseq.recipes.<stage>.<module> --help``.
 """
 
+import argparse
+
 # the recipes' file writers are the plugin's (fileio), re-exported for the recipes' modules
 from ..storage.fileio import atomic_open, save_png, write_atomically, write_json  # noqa: F401
+
+
+def cli_parser(prog: str, description: str, **kwargs) -> argparse.ArgumentParser:
+    """The parser of one of the recipes' command lines: its --help prints DESCRIPTION (the
+    module's docstring) as written."""
+    return argparse.ArgumentParser(prog=prog, description=description,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)

@@ -12,14 +12,13 @@ layout, the memory plan and the command, and runs nothing. Errors end in one lin
 the recipes may not touch, a record this code cannot read or replace (exit status 2), a full disk or an unwritable path (1).
 """
 
-import argparse
 import glob
 import os
 import signal
 import sys
 
 from ..processes import EXIT, Interrupted, interrupted
-from . import pipeline
+from . import cli_parser, pipeline
 from .spec import configfile
 from .spec.paths import paths
 from .datasets import DATASETS
@@ -34,14 +33,14 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
     cfg = resolve(dataset, os.environ, repo, given=given)
     print_settings(cfg, step)
     if not save_config:
-        return _step(cfg, step, dry_run)
+        return pipeline.STEPS[step](cfg, dry_run)
     # what this command was given, not what the presets add; written once the step has
     # accepted it: a command the step refuses (its plan, its inputs) leaves no file that would
     # only be refused again when run
     check_tool_output(save_config, _read_by(cfg), force, "--save-config")
     accepted = True
     try:
-        return _step(cfg, step, dry_run)
+        return pipeline.STEPS[step](cfg, dry_run)
     except (SettingError, Busy, NotOurs):
         accepted = False
         raise
@@ -52,10 +51,6 @@ def run_step(dataset: str, step: str, repo: str, dry_run: bool, given=None,
                 if source.startswith("environment") and not SETTINGS[name].prefix_only})
             print(f"wrote {save_config}: run it with python -m deepnet_fairseq.recipes run "
                   f"{save_config}", file=sys.stderr)
-
-
-def _step(cfg, step: str, dry_run: bool) -> int:
-    return pipeline.STEPS[step](cfg, dry_run)
 
 
 def _read_by(cfg) -> list:
@@ -72,9 +67,7 @@ def _read_by(cfg) -> list:
 
 
 def run_file(argv) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes run",
-                                     description=configfile.__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes run", configfile.__doc__)
     parser.add_argument("file", help="an experiment as a TOML file, e.g. configs/quickstart.toml")
     parser.add_argument("--repo", default=home(), help="as for DATASET STEP")
     parser.add_argument("--dry-run", action="store_true",
@@ -95,9 +88,7 @@ def run_file(argv) -> int:
 
 @one_line_os_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes",
-                                     description=__doc__, epilog=help_text(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes", __doc__, epilog=help_text())
     parser.add_argument("--repo", default=home(),
                         help="where runs/ goes unless DEEPNET_WORK says: the checkout this "
                              "package is in, or the current directory for an installed copy")

@@ -34,6 +34,7 @@ import argparse
 import os
 import sys
 
+from . import cli_parser
 from .datasets import DATASETS
 from .datasets.reverse_copy import DATASET as TASK  # the study's own task and settings
 from .spec.settings import home
@@ -55,8 +56,7 @@ OPTIONS = {
 
 def get_parser() -> argparse.ArgumentParser:
     study = TASK.preset.values
-    parser = argparse.ArgumentParser(prog="deepnet-depth-study", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("deepnet-depth-study", __doc__)
     parser.add_argument("--dataset", default=TASK.name, choices=list(DATASETS),
                         help=f"whose text and settings [{TASK.name}: the generated task]")
     parser.add_argument("--methods", type=comma_list, help="comma-separated method names "

@@ -25,7 +25,6 @@ MAX_UPDATE=2000 RETRY=1 trains a finished run further on the same schedule:
                 {train,valid,test}.{en,de}[.gz] text)                    [multi30k]
 """
 
-import argparse
 from ..storage.records import read_record
 import itertools
 import os
@@ -35,6 +34,7 @@ import sys
 import time
 from typing import Dict, Mapping
 
+from . import cli_parser
 from .evaluation.distinct import counted
 from .run.runlog import minutes
 from ..processes import EXIT, Interrupted, interrupted, signal_of, signals_interrupt
@@ -142,8 +142,7 @@ def run(cfg: Settings) -> Dict:
 
 @one_line_os_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="bash scripts/quickstart.sh", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("bash scripts/quickstart.sh", __doc__)
     parser.add_argument("--dry-run", action="store_true",
                         help="print the resolved settings and the training command; run nothing")
     args = parser.parse_args(argv)
@@ -158,8 +157,7 @@ def main(argv=None) -> int:
         with signals_interrupt():  # in-process steps end through their cleanup on these too
             for tool in ("fairseq-preprocess", "fairseq-train"):
                 if shutil.which(tool) is None:
-                    raise QuickstartError(f"{tool} not found on PATH; run: bash "
-                                          "scripts/install.sh")
+                    raise QuickstartError(f"{tool} not found on PATH; run: bash scripts/install.sh")
             run(cfg)
     except (SettingError, Busy, NotOurs) as err:
         print(f"error: {err}", file=sys.stderr)

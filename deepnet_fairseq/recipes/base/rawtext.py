@@ -78,8 +78,7 @@ def _download(url: str, part: str, say) -> Tuple[Optional[str], bool]:
             return None, False
         # a missing file (4xx) does not come back on retrying
         return f"HTTP {err.code} {err.reason}", not 400 <= err.code < 500
-    except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
-            TimeoutError) as err:
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as err:
         return str(getattr(err, "reason", err)), True
 
 

@@ -16,7 +16,6 @@ Writes OUT_PREFIX.SRC_LANG and OUT_PREFIX.TGT_LANG (UTF-8) through temporary fil
 rename, so an error leaves no output.
 """
 
-import argparse
 import codecs
 import itertools
 import os
@@ -26,7 +25,7 @@ import unicodedata
 
 from sacremoses import MosesPunctNormalizer
 
-from .. import atomic_open
+from .. import atomic_open, cli_parser
 from ...storage.fileio import (add_force_argument, check_tool_output, is_disk_error,
                                 one_line_os_errors, open_regular)
 
@@ -167,9 +166,7 @@ def clean(src_path, tgt_path, src_lang, tgt_lang, out_prefix, filter_pairs, max_
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.clean",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.data.clean", __doc__)
     parser.add_argument("--src", required=True)
     parser.add_argument("--tgt", required=True)
     parser.add_argument("--src-lang", required=True)

@@ -18,11 +18,11 @@ recipes created are ever deleted), and a failed step leaves nothing behind:
 3. DATA_DIR/spm/: every split encoded into pieces, ready for fairseq-preprocess.
 """
 
-import argparse
 import contextlib
 import os
 import sys
 
+from .. import cli_parser
 from ... import spm
 from .clean import clean
 from ..base.rawtext import SPLITS
@@ -44,8 +44,7 @@ def _encode_task(model: str, source: str, dest: str) -> None:
 
 
 def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, ratio: float,
-            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext(),
-            workers: int = 1):
+            encoding: str = "utf-8", stage=lambda name: contextlib.nullcontext(), workers: int = 1):
     """The three steps; ``stage(name)`` is entered around each step that runs (the prepare
     step's timings). Cleaning (a task per pair and split) and encoding (a task per file) run
     on ``workers`` processes (``workers.py``); what they write is the same for any number."""
@@ -86,9 +85,7 @@ def prepare(data: str, pairs, vocab: int, spm_sentences: int, max_len: int, rati
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.data.corpus",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.data.corpus", __doc__)
     parser.add_argument("--data", required=True, help="the recipe's data directory")
     parser.add_argument("--pairs", required=True, help="comma-separated SRC-TGT pairs")
     parser.add_argument("--vocab", type=int, required=True, help="sentencepiece vocabulary")

@@ -65,8 +65,7 @@ def binarise(cfg: Settings, src: str, tgt: str, dest: str, *options: str) -> Non
     if signum:
         raise Interrupted(signum)
     if code:
-        raise PrepareError(f"fairseq-preprocess failed for {src}-{tgt}; see "
-                           f"{data}/preprocess.log")
+        raise PrepareError(f"fairseq-preprocess failed for {src}-{tgt}; see {data}/preprocess.log")
 
 
 def binarise_pairs(cfg: Settings, pairs: List[str], tmp: str, dictionary: str, say) -> None:
@@ -129,10 +128,9 @@ def binarise_all(cfg: Settings, pairs: List[str], say) -> None:
             binarise(cfg, src, tgt, tmp, "--joined-dictionary")
             publish(tmp, binary)
         return
-    # many pairs (OPUS-100): pair by pair into one BIN.tmp that an interrupted run resumes (a
-    # pair is done once its marker is written), against one shared dictionary: every
-    # sentencepiece piece but <unk> (fairseq adds its own specials), so that all pairs share
-    # the same indices
+    # many pairs (OPUS-100): pair by pair into one BIN.tmp that an interrupted run resumes (a pair
+    # is done once its marker is written), against one shared dictionary: every sentencepiece piece
+    # but <unk> (fairseq adds its own specials), so that all pairs share the same indices
     say(f"fairseq-preprocess, {len(pairs)} pair(s), one shared dictionary -> {binary}")
     tmp = make_dirs(binary + ".tmp")
     dictionary = os.path.join(tmp, "dict.txt")

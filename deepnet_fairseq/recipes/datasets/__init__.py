@@ -115,8 +115,7 @@ class Dataset:
             problems.append(f"sources {self.sources} are not among {SOURCES}")
         missing = [name for name in ("METHODS", "DEPTHS") if name not in self.preset.values]
         if missing:
-            problems.append(f"its preset does not set {' and '.join(missing)} (its default "
-                            "sweep)")
+            problems.append(f"its preset does not set {' and '.join(missing)} (its default sweep)")
         if (self.preset.kind, self.preset.name) != ("dataset", self.name):
             problems.append(f"its preset is {self.preset.kind} {self.preset.name!r}, not "
                             f"dataset {self.name!r}")

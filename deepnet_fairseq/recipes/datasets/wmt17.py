@@ -18,8 +18,7 @@ ARCHIVES = (
     "http://data.statmt.org/wmt17/translation-task/training-parallel-nc-v12.tgz",
     "http://data.statmt.org/wmt17/translation-task/rapid2016.tgz",
 )
-CORPORA = ("europarl-v7.de-en", "commoncrawl.de-en", "news-commentary-v12.de-en",
-           "rapid2016.de-en")
+CORPORA = ("europarl-v7.de-en", "commoncrawl.de-en", "news-commentary-v12.de-en", "rapid2016.de-en")
 DEV_TEST = (("valid", "wmt16"), ("test", "wmt17"))  # sacrebleu's names of newstest2016/2017
 
 

@@ -9,10 +9,11 @@ exits with status 3 when fewer than ``--min-share`` of the lines are distinct (e
 otherwise), so that scripts can stop or carry on as they choose.
 """
 
-import argparse
 import collections
 import sys
 from typing import Dict, List
+
+from .. import cli_parser
 
 # Multi30k's 1,000 test references are 1,000 different sentences, and a translating model
 # writes well over 90 % distinct hypotheses. Half is far below that and far above a collapsed
@@ -57,9 +58,7 @@ def report(summary: Dict, min_share: float = DEFAULT_MIN_SHARE) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.distinct",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.evaluation.distinct", __doc__)
     parser.add_argument("hypotheses", help="one hypothesis a line")
     parser.add_argument("--min-share", type=float, default=DEFAULT_MIN_SHARE,
                         help="warn below this share of distinct lines [%(default)s]")

@@ -38,6 +38,7 @@ import sys
 import threading
 from typing import Optional
 
+from .. import cli_parser
 from ...average_checkpoints import at_least_one
 from ..run import runlog
 from ...storage.records import read_record, write_record
@@ -282,11 +283,10 @@ def check_distinct(generate_output: str) -> dict:
             "ignores_source": ignores_source(summary)}
 
 
-# The test batches are loaded in this process unless the user's options say otherwise (theirs
-# come after, and argparse keeps the last): fairseq's default forks a DataLoader worker, and a
-# fork copies the locks the progress thread (``progress_lines``) may hold at that moment; such a
-# worker died twice under the test suite. Reading binarized batches costs nothing beside beam
-# search.
+# The test batches are loaded in this process unless the user's options say otherwise (theirs come
+# after, and argparse keeps the last): fairseq's default forks a DataLoader worker, and a fork
+# copies the locks the progress thread (``progress_lines``) may hold at that moment; such a worker
+# died twice under the test suite. Reading binarized batches costs nothing beside beam search.
 IN_PROCESS_LOADING = ("--num-workers", "0")
 
 
@@ -325,9 +325,7 @@ def reference(references: str, direction: str) -> str:
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.evaluate",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.evaluation.evaluate", __doc__)
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--average-last", type=at_least_one, required=True,
                         help="how many of the newest update checkpoints to average (>= 1)")
@@ -472,9 +470,8 @@ def _decode_and_score(args, work: str, averaged: str, generate_args) -> dict:
                 progress.begin(todo.index(direction) + 1, direction)
             output = generate(direction, averaged, work, generate_args)
             scored_against = reference(args.references, direction)
-            scores = score_direction(output, scored_against,
-                                     direction.split("-")[1], args.tokenized_bleu,
-                                     args.compound_split)
+            scores = score_direction(output, scored_against, direction.split("-")[1],
+                                     args.tokenized_bleu, args.compound_split)
             extra = f", tokenized BLEU {scores['tok_bleu']}" if args.tokenized_bleu else ""
             print(f"{direction}: sacreBLEU {scores['sacrebleu']}{extra}", file=sys.stderr)
             # the reference file, so that a report can score the decode again (report.py)

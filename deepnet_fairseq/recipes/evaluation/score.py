@@ -26,7 +26,6 @@ raw reference text, one sentence a line, in the same order as the test set.
 * X->En / En->X: unweighted means of the directions into / out of English (OPUS-100 practice).
 """
 
-import argparse
 import re
 import statistics
 import sys
@@ -36,6 +35,7 @@ from typing import Dict, List
 import sacrebleu
 from sacremoses import MosesTokenizer
 
+from .. import cli_parser
 from ...storage.records import write_record
 from ...storage.fileio import (add_force_argument, check_tool_output, one_line_os_errors,
                                 open_regular)
@@ -116,9 +116,7 @@ def summarise(directions: Dict[str, Dict]) -> Dict:
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.evaluation.score",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.evaluation.score", __doc__)
     parser.add_argument("--direction", nargs=3, action="append", required=True,
                         metavar=("SRC-TGT", "GENERATE_OUTPUT", "REFERENCE"))
     parser.add_argument("--tokenized-bleu", action="store_true")

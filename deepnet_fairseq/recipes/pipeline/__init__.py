@@ -37,8 +37,7 @@ def train(cfg: Settings, dry_run: bool = False, env: Optional[Mapping[str, str]]
     return _train(cfg, os.environ if env is None else env, dry_run)
 
 
-def evaluate(cfg: Settings, dry_run: bool = False,
-             env: Optional[Mapping[str, str]] = None) -> int:
+def evaluate(cfg: Settings, dry_run: bool = False, env: Optional[Mapping[str, str]] = None) -> int:
     """Average, decode and score the trained run."""
     return _evaluate(cfg, os.environ if env is None else env, dry_run)
 

@@ -20,7 +20,6 @@ fairseq-train's validation records: loss in bits and update count) or a director
   checkpoints.
 """
 
-import argparse
 import bisect
 import csv
 import io
@@ -28,12 +27,11 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...storage.records import read_record, read_status
 from ...fairseq_log import train_seconds, valid_curve
 from ...plotting import pyplot
-from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,
-                                one_line_os_errors)
+from ...storage.fileio import add_force_argument, check_tool_output, copy_file, one_line_os_errors
 
 CURVE_FILE = "valid_loss.csv"
 SECONDS_COLUMN = "train_seconds"
@@ -100,8 +98,7 @@ def export(run_dir: str, out_dir: str) -> str:
     for source, kept in EXPORTED:
         if os.path.isfile(os.path.join(run_dir, source)):
             copy_file(os.path.join(run_dir, source), os.path.join(target, kept))
-    write_atomically(os.path.join(target, CURVE_FILE),
-                     curve_csv(curve, training_seconds(run_dir)))
+    write_atomically(os.path.join(target, CURVE_FILE), curve_csv(curve, training_seconds(run_dir)))
     return target
 
 
@@ -124,8 +121,7 @@ def plot(path: str, curves: Dict[str, Dict[int, float]], title: str,
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for name, curve in curves.items():
         scale = tokens[name] / 1e6 if tokens else 1
-        ax.plot([n * scale for n in curve], list(curve.values()), "o-", markersize=3,
-                label=name)
+        ax.plot([n * scale for n in curve], list(curve.values()), "o-", markersize=3, label=name)
     ax.set_xlabel("tokens trained on (millions)" if tokens else "updates")
     ax.set_ylabel("validation loss (bits per token)")
     ax.set_title(title, fontsize=9)
@@ -189,9 +185,7 @@ def plot_factors(path: str, curves: Dict[str, Dict[int, float]], title: str,
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.curves",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.curves", __doc__)
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
     parser.add_argument("--plot", metavar="PNG", help="draw the curves into this PNG")
     parser.add_argument("--factors", metavar="PNG",

@@ -32,7 +32,6 @@ Size and cost, so that a shallow-and-wide control can be matched to a deep model
   (``fairseq_log.train_seconds``), on whatever machine ran it.
 """
 
-import argparse
 import csv
 import io
 import math
@@ -40,7 +39,7 @@ import os
 import sys
 from typing import Dict, List
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...plotting import pyplot
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
@@ -49,6 +48,7 @@ from ...storage.records import read_record
 from . import report
 from .report import Fit, fit_log, fits
 from .curves import training_seconds
+from ..run.memory import parameter_count
 
 WRITTEN = ("depth_law.md", "depth_law.csv", "depth_law.png")
 FIELDS = ["run", "label", "method", "encoder_layers", "decoder_layers", "layers", "width",
@@ -59,13 +59,9 @@ FIELDS = ["run", "label", "method", "encoder_layers", "decoder_layers", "layers"
 def layer_parameters(width: int, ffn: int, encoder_layers: int, decoder_layers: int) -> int:
     """Non-embedding parameters of a Post-LN Transformer encoder-decoder: per encoder layer
     self-attention (4 projections with biases), the feed-forward block and two LayerNorms; per
-    decoder layer also encoder attention and a third LayerNorm."""
-    attention = 4 * (width * width + width)
-    feed_forward = 2 * width * ffn + ffn + width
-    layer_norm = 2 * width
-    encoder = attention + feed_forward + 2 * layer_norm
-    decoder = 2 * attention + feed_forward + 3 * layer_norm
-    return encoder_layers * encoder + decoder_layers * decoder
+    decoder layer also encoder attention and a third LayerNorm: the memory plan's count
+    without a vocabulary."""
+    return parameter_count(encoder_layers, decoder_layers, width, ffn, 0)
 
 
 def _setting(config: Dict, name: str) -> str:
@@ -144,11 +140,10 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
            "| X->En | En->X | Avg | status |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        out.append(f"| {r['label']} | {r['encoder_layers']}L-{r['decoder_layers']}L "
-                   f"| {r['width']} | {r['peak_lr']} | {_cell(r['params_m'], '.2f')} "
-                   f"| {_cell(r['train_pflops'], '.3f')} | {_cell(r['train_hours'], '.2f')} "
-                   f"| {r['num_updates']} | {r['x_en']} | {r['en_x']} | {r['avg']} "
-                   f"| {r['status']} |")
+        out.append(f"| {r['label']} | {r['encoder_layers']}L-{r['decoder_layers']}L | {r['width']} "
+                   f"| {r['peak_lr']} | {_cell(r['params_m'], '.2f')} | "
+                   f"{_cell(r['train_pflops'], '.3f')} | {_cell(r['train_hours'], '.2f')} | "
+                   f"{r['num_updates']} | {r['x_en']} | {r['en_x']} | {r['avg']} | {r['status']} |")
     out += ["\nThe depth law, BLEU = A ln d + B (d: layers in all), fitted by least squares:\n",
             "| series | A | B | R^2 | points |", "|---|---|---|---|---|"]
     out += [f"| {label} | {_fit_text(fit)} |" for label, fit in sorted(fits(rows).items())]
@@ -204,9 +199,7 @@ def _draw_fit(ax, fit: Fit, pts, colour) -> None:
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.depth_law",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.depth_law", __doc__)
     parser.add_argument("runs", metavar="RUNS", help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory to write the report into")
     multilingual = [name for name, declared in DATASETS.items() if declared.task.depth_law]

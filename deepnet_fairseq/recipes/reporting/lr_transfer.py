@@ -27,7 +27,6 @@ Writes into DIR:
   ratio to the plain --adam-eps is the ratio of the true sqrt(v) to epsilon x e.)
 """
 
-import argparse
 import csv
 import io
 import math
@@ -36,7 +35,7 @@ import sys
 from collections import defaultdict
 from typing import Dict, List, Optional
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...plotting import pyplot
 from ...storage.records import read_record, read_status, run_names
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
@@ -205,9 +204,7 @@ WRITTEN = ("lr_transfer.csv", "lr_transfer.md", "lr_transfer.png", "eps_check.md
 
 @one_line_os_errors
 def main(argv: List[str] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.lr_transfer",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.lr_transfer", __doc__)
     parser.add_argument("roots", nargs="+", metavar="RUNS", help="directories of run directories")
     parser.add_argument("--out", required=True, help="directory to write the report into")
     parser.add_argument("--eps-check", action="store_true",

@@ -42,7 +42,6 @@ figure; runs trained before it was recorded have none). The plots draw the nll w
 has it, else the label-smoothed loss, and say which.
 """
 
-import argparse
 import csv
 import io
 import math
@@ -51,7 +50,7 @@ import statistics
 import sys
 from typing import Dict, List, NamedTuple, Optional
 
-from .. import save_png, write_atomically
+from .. import cli_parser, save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
 from ...storage.records import read_record, read_status, run_names
@@ -76,8 +75,7 @@ def seed_of(status: Dict, config: Dict) -> str:
     return str(config.get("settings", {}).get("SEED", {}).get("value", ""))
 
 
-def tokenized_bleu_from_decode(run_dir: str, direction: str,
-                               scored: Dict) -> Optional[float]:
+def tokenized_bleu_from_decode(run_dir: str, direction: str, scored: Dict) -> Optional[float]:
     """The paper's WMT-17 metric (tokenized BLEU, compound-split: ``score.score_direction``)
     of a run evaluated without it, from its decoded test set and the reference file its
     evaluation scored against (SCORED: the direction's entry in ``eval.json``, which records
@@ -183,9 +181,8 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     row = {key: "" for key in COLUMNS}
     row["_settings"] = {k: v["value"] for k, v in config.get("settings", {}).items()}
     row.update(dataset=dataset, run=name, method=status["method"],
-               label=status.get("label") or status["method"], encoder_layers=n,
-               decoder_layers=m, layers=n + m, status=status["status"],
-               seed=seed_of(status, config),
+               label=status.get("label") or status["method"], encoder_layers=n, decoder_layers=m,
+               layers=n + m, status=status["status"], seed=seed_of(status, config),
                reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
                last_valid_loss=status.get("last_valid_loss"),
                last_valid_nll=status.get("last_valid_nll"))
@@ -200,8 +197,7 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
         if tok_bleu == "" and DATASETS[dataset].metric == "tok_bleu" and row["status"] == "ok":
             tok_bleu = tokenized_bleu_from_decode(run_dir, direction, only)
             tok_bleu = "" if tok_bleu is None else tok_bleu
-        row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu,
-                   signature=only["signature"])
+        row.update(sacrebleu=only["sacrebleu"], tok_bleu=tok_bleu, signature=only["signature"])
     elif directions:
         row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
                    en_x=evaluation.get("en_x", ""),
@@ -266,8 +262,7 @@ def source_blind_baseline(data: str) -> float:
     return unigram_baseline(data, *pairs[0])
 
 
-def mark_stalled(rows: List[Dict], baseline: float,
-                 margin: float = STALLED_MARGIN) -> None:
+def mark_stalled(rows: List[Dict], baseline: float, margin: float = STALLED_MARGIN) -> None:
     """Set each row's ``stalled``: trained (ok) but its last validation nll not below
     ``baseline - margin`` bits. The baseline is a cross-entropy of the references, so it is
     compared with the nll, not with the label-smoothed loss (higher by the smoothing's share);
@@ -387,17 +382,15 @@ def _directions_table(rows: List[Dict]) -> List[str]:
     out = ["| model | layers | X->En | En->X | Avg |", "|---|---|---|---|---|"]
     for row in sorted(rows, key=lambda r: (r["label"], r["layers"])):
         ok = row["status"] == "ok"
-        out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L "
-                   f"| {row['layers']} | {row['x_en'] if ok else ''} "
-                   f"| {row['en_x'] if ok else ''} "
-                   f"| {_cell([row])}{_paper(row['paper_bleu'])} |")
+        out.append(f"| {row['label']} {row['encoder_layers']}L-{row['decoder_layers']}L | "
+                   f"{row['layers']} | {row['x_en'] if ok else ''} | {row['en_x'] if ok else ''} | "
+                   f"{_cell([row])}{_paper(row['paper_bleu'])} |")
     fitted = fits(rows)
     if fitted:
         out.append("\nFit over the ok runs, d = number of layers (N + M):\n")
         for label, fit in sorted(fitted.items()):
             out.append(f"- {label}: BLEU(d) = {fit.a:.3f} ln d + {fit.b:.3f}"
-                       + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, "
-                                                     f"{fit.points} points)"))
+                       + ("" if fit.r2 is None else f" (R^2 {fit.r2:.3f}, {fit.points} points)"))
     return out
 
 
@@ -665,17 +658,14 @@ WRITTEN = ("results.csv", "table.md", "bleu_vs_depth.png", "by_group.png", "vali
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.reporting.report",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.report", __doc__)
     parser.add_argument("--dataset", required=True, choices=list(DATASETS))
     parser.add_argument("--runs", required=True, help="directory of run directories")
     parser.add_argument("--out", required=True, help="directory for table.md, results.csv, png")
     parser.add_argument("--data", help="the runs' binarised data (one language pair): mark the "
                                        "runs that stalled at the source-blind baseline")
     parser.add_argument("--margin", type=float, default=STALLED_MARGIN,
-                        help=f"bits below that baseline a run must reach "
-                             f"[{STALLED_MARGIN}]")
+                        help=f"bits below that baseline a run must reach [{STALLED_MARGIN}]")
     # the sweep's own results directory is replaced by each sweep (the runner passes --force)
     add_force_argument(parser, "the report's existing files in --out")
     args = parser.parse_args(argv)

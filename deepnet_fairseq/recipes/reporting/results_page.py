@@ -20,14 +20,13 @@ Inputs, relative to the results directory:
 * the folders themselves: each one listed, with its README where it has one.
 """
 
-import argparse
 import csv
 import os
 import statistics
 import sys
 from typing import Dict, List, Optional
 
-from .. import write_atomically
+from .. import cli_parser, write_atomically
 from ...methods import METHODS
 from ...storage.fileio import one_line_os_errors
 from . import lr_transfer, report
@@ -258,10 +257,10 @@ def _display(label: str) -> str:
     return method.display if method else label
 
 
-def paper_column(dataset: str, method: str) -> str:
-    """The paper's Table 1 for a method: its BLEU at 6L / 18L / 50L / 100L where
+def paper_column(dataset: str, method: str, depths=tuple((d, d) for d in PAPER_DEPTHS)) -> str:
+    """The paper's Table 1 for a method: its BLEU at DEPTHS (N, M) [6L / 18L / 50L / 100L] where
     ``recipes.reporting.paper`` has them, else PAPER_SAYS, else nothing."""
-    refs = [lookup(dataset, method, d, d) for d in PAPER_DEPTHS]
+    refs = [lookup(dataset, method, n, m) for n, m in depths]
     if any(refs):
         return " / ".join("" if ref is None else "diverged" if ref.bleu is None else
                           f"{ref.bleu}" for ref in refs)
@@ -279,9 +278,7 @@ def table1_grid(rows: List[Dict]) -> str:
                     ["paper: " + " / ".join(f"{d}L" for d in PAPER_DEPTHS)])
     for group, labels in report.grouped({r["label"] for r in main}):
         for i, label in enumerate(labels):
-            name = _display(label)
-            if label == "deepnet":
-                name = f"**{name}**"
+            name = f"**{_display(label)}**" if label == "deepnet" else _display(label)
             cells = [report._cell(index.get((label, n, m))) for n, m in depths]
             lines.append(f"| {group if i == 0 else ''} | {name} | " + " | ".join(cells)
                          + f" | {paper_column(rows[0]['dataset'], label)} |")
@@ -367,11 +364,9 @@ def first_sweep_table(rows: List[Dict]) -> str:
                     cell = (cell[:-1] + f"; {detail})" if cell.endswith(")")
                             else f"{cell} ({detail})")
                 cells.append(cell)
-            refs = [lookup(rows[0]["dataset"], label, n, m) for n, m in depths]
-            paper = (" / ".join("" if r is None else "diverged" if r.bleu is None else f"{r.bleu}"
-                                for r in refs) if any(refs) else PAPER_SAYS.get(label, ""))
             name = f"**{_display(label)}**" if label == "deepnet" else _display(label)
-            lines.append(f"| {name} | " + " | ".join(cells) + f" | {paper} |")
+            lines.append(f"| {name} | " + " | ".join(cells)
+                         + f" | {paper_column(rows[0]['dataset'], label, depths)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -430,9 +425,7 @@ def default_results_dir() -> str:
 
 @one_line_os_errors
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m deepnet_fairseq.recipes.reporting.results_page", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.reporting.results_page", __doc__)
     parser.add_argument("--results", default=None, metavar="DIR",
                         help="the results directory [results/ of this checkout]")
     parser.add_argument("--check", action="store_true",

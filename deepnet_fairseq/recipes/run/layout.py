@@ -96,11 +96,10 @@ def no_memory_plan(checkpointing: bool, cfg: Settings) -> str:
         rule = (f"activation checkpointing {'on' if checkpointing else 'off'} by depth alone "
                 f"(on when ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM="
                 f"{cfg.text.machine.checkpoint_activations_from})")
-    return ("memory plan: none, the GPU memory is unknown (GPU_MEMORY_GB is not set and torch "
-            f"sees no GPU on this machine), so it cannot plan memory: {rule}, no ZeRO-1, "
+    return ("memory plan: none, the GPU memory is unknown (GPU_MEMORY_GB is not set and torch sees "
+            f"no GPU on this machine), so it cannot plan memory: {rule}, no ZeRO-1, "
             f"MAX_TOKENS={cfg.text.machine.max_tokens} as set. Set GPU_MEMORY_GB=<GB per GPU> "
-            "(e.g. "
-            "GPU_MEMORY_GB=80 for 80 GB cards) to plan for the training machine's GPUs")
+            "(e.g. GPU_MEMORY_GB=80 for 80 GB cards) to plan for the training machine's GPUs")
 
 
 def dictionary_size(cfg: Settings) -> int:
@@ -162,8 +161,7 @@ def checkpointing_refused(method: str) -> Optional[str]:
     return f"{state} passes each layer's output to later layers" if state else None
 
 
-def plan_layout(cfg: Settings, env: Mapping[str, str],
-                probe: Optional[Callable[[], int]] = None,
+def plan_layout(cfg: Settings, env: Mapping[str, str], probe: Optional[Callable[[], int]] = None,
                 memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
     """Processes, launcher, batch split, precision and memory plan of a training run (no side
     effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""

@@ -191,12 +191,11 @@ def problem(limits: Limits, direction: str, sizes, raw_name: str, max_tokens_set
             origin = f" (from MAX_TOKENS={max_tokens_setting})" \
                 if limits.tokens_option == "--max-tokens" else ""
             return (f"{where}: {int(over.sum())} pair(s) longer than {limits.step}'s "
-                    f"{limits.tokens_option} {limits.max_tokens}{origin}, which it would "
-                    f"refuse; the longest, pair {worst} "
-                    f"(line {worst + 1} of {raw_name}), has {need} tokens (its longer side). "
-                    f"{fix[0].upper()}{fix[1:]}, or shorten or drop those lines in your "
-                    f"{limits.split} text and prepare again (after deleting the data "
-                    f"directory, which the recipes made)")
+                    f"{limits.tokens_option} {limits.max_tokens}{origin}, which it would refuse; "
+                    f"the longest, pair {worst} (line {worst + 1} of {raw_name}), has {need} "
+                    f"tokens (its longer side). {fix[0].upper()}{fix[1:]}, or shorten or drop "
+                    f"those lines in your {limits.split} text and prepare again (after deleting "
+                    "the data directory, which the recipes made)")
     return None
 
 

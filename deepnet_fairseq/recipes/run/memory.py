@@ -367,11 +367,10 @@ def _refusal(model, enc_layers, dec_layers, gpus_per_node, nodes, gpu_memory_gb,
     world = gpus_per_node * nodes
     choice, est = _leanest(model, world, args, checkpointing, full_shard)
     margin = args[3]
-    text = (f"{enc_layers}L-{dec_layers}L ({model['params'] / 1e9:.2f}B parameters, "
-            f"{args[2]}) does not fit {world} x {gpu_memory_gb:g} GB GPU(s): the smallest "
-            f"estimate, {choice.name} at {choice.max_tokens} tokens per GPU, is "
-            f"{est.peak / GB:.1f} GB per GPU against {gpu_memory_gb * margin:.1f} GB usable "
-            f"({margin:.0%} of the card).")
+    text = (f"{enc_layers}L-{dec_layers}L ({model['params'] / 1e9:.2f}B parameters, {args[2]}) "
+            f"does not fit {world} x {gpu_memory_gb:g} GB GPU(s): the smallest estimate, "
+            f"{choice.name} at {choice.max_tokens} tokens per GPU, is {est.peak / GB:.1f} GB per "
+            f"GPU against {gpu_memory_gb * margin:.1f} GB usable ({margin:.0%} of the card).")
     text += f" It would fit on {world} GPU(s) of at least {math.ceil(est.peak / GB / margin)} GB"
     for more in range(nodes + 1, 1025):  # more nodes of this kind divide the sharded state
         found = _search(model, gpus_per_node * more, gpu_memory_gb, *args, checkpointing, [],

@@ -16,7 +16,6 @@ the figure docs/findings.md tables; the loss itself for a criterion that logs no
 and the update count. The progress line shows the nll.
 """
 
-import argparse
 import math
 import re
 import sys
@@ -24,6 +23,7 @@ import threading
 import time
 from typing import Dict, Optional
 
+from .. import cli_parser
 from ...storage.records import write_record
 from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
 from ...fairseq_log import RESUMED, UPDATES, VALID_LOSS, as_number, classify, valid_nll
@@ -158,9 +158,7 @@ class DecodeProgress:
 
 @one_line_os_errors
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m deepnet_fairseq.recipes.run.runlog",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli_parser("python -m deepnet_fairseq.recipes.run.runlog", __doc__)
     parser.add_argument("--log", required=True, help="fairseq-train output")
     parser.add_argument("--exit-code", type=int, required=True, help="fairseq-train's exit status")
     parser.add_argument("--vocab-size", type=int, required=True, help="target dictionary size")

@@ -110,8 +110,7 @@ def repair_last_checkpoint(checkpoints: str) -> Optional[str]:
             return f"checkpoint_last.pt was unreadable ({cause}); replaced by {name}"
     move(last, last + ".unreadable")
     return (f"checkpoint_last.pt was unreadable ({cause}) and no readable update checkpoint "
-            f"exists: moved to checkpoint_last.pt.unreadable, training starts again from "
-            f"update 0")
+            "exists: moved to checkpoint_last.pt.unreadable, training starts again from update 0")
 
 
 def training_done(checkpoints: str) -> Tuple[int, int]:
@@ -214,10 +213,9 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
 
     make_dirs(run_dir)
     with RunLock(run_dir, f"{LOCK}{layout.node_suffix}", "train") as lock:
-        # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by
-        # name: a link in them would resume from, and overwrite, what it points to. Asked
-        # under the lock, so that no launch of the recipes changes the run between the
-        # answer and fairseq's start
+        # fairseq reads and writes the run's files (checkpoint_last.pt...) and the data by name: a
+        # link in them would resume from, and overwrite, what it points to. Asked under the lock, so
+        # that no launch of the recipes changes the run between the answer and fairseq's start
         for directory in (run_dir, where.bin):
             refuse_links_within(directory)
         try:
@@ -287,8 +285,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     meta = {"dataset": cfg.dataset, "method": cfg.text.run.method,
             "encoder_layers": cfg.run.enc_layers, "decoder_layers": cfg.run.dec_layers,
             "label": cfg.text.run.run_label, "seed": cfg.run.seed, "launcher": layout.launcher,
-            "world_size": layout.world,
-            "nnodes": layout.nnodes, "update_freq": layout.update_freq,
+            "world_size": layout.world, "nnodes": layout.nnodes, "update_freq": layout.update_freq,
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
         _clean_up_after_an_interruption(cfg, name, where)
@@ -378,8 +375,7 @@ def _record_end(cfg: Settings, meta: dict, logs: List[str], code: int, signum: O
     return interrupted(signum) if state == "interrupted" else EXIT[state]
 
 
-def _ended_at(cfg: Settings, layout, meta: dict, train_log: str,
-              reached: Tuple[str, str]) -> int:
+def _ended_at(cfg: Settings, layout, meta: dict, train_log: str, reached: Tuple[str, str]) -> int:
     """A run whose checkpoint_last.pt is at its limit already (REACHED: ``limit_reached``'s;
     META holds its updates): its status as for a run that ended there, from fairseq's own
     lines in the run's log (every attempt's, so that one that failed before its first update

@@ -68,9 +68,8 @@ OUTSIDE = {
                      "bpe_vocab", "lang_dict", "source_dict", "target_dict", "fixed_dictionary",
                      "extra_data", "sampling_weights_from_file"),
                     "reads a file outside the run that its records would not name"),
-    "tensorboard_logdir": "moves the TensorBoard event files the recipe writes into the run's "
-                          "own tensorboard/ (tensorboard --logdir $DEEPNET_WORK/runs shows "
-                          "every run)",
+    "tensorboard_logdir": "moves the TensorBoard event files the recipe writes into the run's own "
+                          "tensorboard/ (tensorboard --logdir $DEEPNET_WORK/runs shows every run)",
     **dict.fromkeys(("log_file", "aim_repo", "wandb_project", "azureml_logging"),
                     "writes the training log outside the run (or off this machine); the run's "
                     "train.log has every logged value: python -m "

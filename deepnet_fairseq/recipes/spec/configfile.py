@@ -150,8 +150,7 @@ def _section(path: str, section: str, table) -> Dict[str, str]:
     for key, value in table.items():
         name = _named(path, key, f"[{section}] {key}")
         if SECTION_OF[name] != section:
-            raise SettingError(f"{path}: [{section}] {key} is a setting of "
-                               f"[{SECTION_OF[name]}]")
+            raise SettingError(f"{path}: [{section}] {key} is a setting of [{SECTION_OF[name]}]")
         values[name] = _setting(path, name, value, f"[{section}]")
     return values
 

@@ -176,9 +176,8 @@ TINY = Preset("model", "tiny", (
 ])
 
 CUDA = Preset("machine", "cuda", (
-    'CUDA GPUs (sized for 80 GB cards). Nothing here changes the model or the effective batch: '
-    'the recipes set --update-freq so that MAX_TOKENS x GPUs x update-freq >= '
-    'TOKENS_PER_UPDATE.'
+    'CUDA GPUs (sized for 80 GB cards). Nothing here changes the model or the effective batch: the '
+    'recipes set --update-freq so that MAX_TOKENS x GPUs x update-freq >= TOKENS_PER_UPDATE.'
 ), [
     ('MAX_TOKENS', '4096', CHOSEN,
      'tokens per GPU per step; lower it (2048) if a deep model runs out of memory'),
@@ -226,15 +225,13 @@ def every() -> tuple:
 
 def markdown() -> str:
     """docs/presets.md: every preset as a table of setting, value, tag and reason."""
-    parts = ["# The recipes' presets\n\n"
-             "Generated from `deepnet_fairseq/recipes/spec/presets.py` and the datasets' "
-             "declarations (`deepnet_fairseq/recipes/datasets/`) by `python -m "
+    parts = ["# The recipes' presets\n\nGenerated from `deepnet_fairseq/recipes/spec/presets.py` "
+             "and the datasets' declarations (`deepnet_fairseq/recipes/datasets/`) by `python -m "
              "deepnet_fairseq.recipes.spec.presets > docs/presets.md` (a test checks that it is "
              "current). A value is taken from the first of: the environment, the size, the "
              "dataset, the model width, the machine, the defaults of `settings.SETTINGS`. Tags: "
-             "**paper** (Wang et al. 2022), **admin-torch** (the paper's WMT-17 training "
-             "setting, published in microsoft/admin-torch), **chosen** (ours, with the "
-             "reason).\n\n"]
+             "**paper** (Wang et al. 2022), **admin-torch** (the paper's WMT-17 training setting, "
+             "published in microsoft/admin-torch), **chosen** (ours, with the reason).\n\n"]
     for preset in every():
         parts.append(f"## {preset.kind} `{preset.name}`\n\n{preset.about}\n\n"
                      "| setting | value | tag | why |\n|---|---|---|---|\n")

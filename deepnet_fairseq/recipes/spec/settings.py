@@ -53,12 +53,11 @@ class Setting:
     # on it: prepare records it, every run shares it), "prepare" (how prepare works),
     # "machine" (where and how processes run: the same for every run)
     scope: str = "run"
-    # what a value changes, so that a record made with another value is never reused: DATA
-    # (the prepared data: prepare redoes or refuses a data directory prepared otherwise; every
-    # setting of scope "data" and only those) or TRAINED (what a run trains: a run is not
-    # resumed or kept under another value); None for the rest (where, how fast, how long, how
-    # often it logs: a run resumed on another machine, with another layout or a longer
-    # MAX_UPDATE, trains the same model)
+    # what a value changes, so that a record made with another value is never reused: DATA (the
+    # prepared data: prepare redoes or refuses a data directory prepared otherwise; every setting of
+    # scope "data" and only those) or TRAINED (what a run trains: a run is not resumed or kept under
+    # another value); None for the rest (where, how fast, how long, how often it logs: a run resumed
+    # on another machine, with another layout or a longer MAX_UPDATE, trains the same model)
     affects: Optional[str] = None
     # when a dataset reads it (a key of READ_WHEN), None for always: a config file that sets it
     # where it is not read is refused, since the value would be dropped without a word
@@ -122,18 +121,15 @@ SETTINGS: Dict[str, Setting] = {
     "MODEL": _s("text", "a model width of presets.MODELS: base, iwslt, tiny"),
     # data: "data" the prepared data depends on (prepare records and compares them; "prepare":
     # how prepare works, the same data either way)
-    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download",
-                 scope="data"),
-    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare",
-                       read_when="download"),
+    "SOURCE": _s("|".join(SOURCES), "where prepare.sh takes text from", "download", scope="data"),
+    "DOWNLOAD_DIR": _s("path", "archives [$WORK/download]", scope="prepare", read_when="download"),
     "LOCAL_DIR": _s("path", "SOURCE=local: directory of {train,valid,test}.{SRC,TGT}[.gz]",
                     scope="data", read_when="local"),
     "LOCAL_TRAIN": _s("text", "file stem of the training text in LOCAL_DIR", "train",
                       scope="data", read_when="local"),
     "LOCAL_VALID": _s("text", "file stem of the validation text", "valid", scope="data",
                       read_when="local"),
-    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data",
-                     read_when="local"),
+    "LOCAL_TEST": _s("text", "file stem of the test text", "test", scope="data", read_when="local"),
     "TRAIN_TEXT": _s("path", "SOURCE=local: the training text, PATH.SRC and PATH.TGT (plain or "
                              ".gz), instead of LOCAL_DIR/LOCAL_TRAIN; e.g. /data/train for "
                              "/data/train.de and /data/train.en", scope="data",
@@ -226,11 +222,10 @@ SETTINGS: Dict[str, Setting] = {
                              "setting to use, and so is one that reads or writes outside the "
                              "run (--restore-file, --tensorboard-logdir, ...)", affects=TRAINED),
     # machine
-    # fairseq drops every training pair longer than it (a pair is at least one piece and
-    # </s>): at 1 no batch was left, and training ended in an IndexError
-    "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the "
-                            "longest validation or test pair, which train checks against "
-                            "the data)",
+    # fairseq drops every training pair longer than it (a pair is at least one piece and </s>):
+    # at 1 no batch was left, and training ended in an IndexError
+    "MAX_TOKENS": _s("int", "tokens per process per step, at least 2 (and at least the longest "
+                            "validation or test pair, which train checks against the data)",
                      bounds=(2, None, True)),
     "PRECISION": _s("fp16|bf16|fp32", "training precision", affects=TRAINED),
     "FP16_INIT_SCALE": _s("float", "fp16 initial loss scale", bounds=(0, None, False)),
@@ -258,14 +253,12 @@ SETTINGS: Dict[str, Setting] = {
                 bounds=(1, PROCESSES_PER_NODE + 1, True), scope="machine"),
     "NNODES": _s("int", "nodes [SLURM_NNODES inside a SLURM job, else 1]", bounds=AT_LEAST_ONE,
                  scope="machine"),
-    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)",
-                    scope="machine"),
+    "NODE_RANK": _s("int", "this node's rank (torchrun, NNODES > 1: required)", scope="machine"),
     "MASTER_ADDR": _s("text", "first node's address (NNODES > 1: required with torchrun)",
                       scope="machine"),
     "MASTER_PORT": _s("int", "rendezvous port (several nodes)", "29500", bounds=(1, 65536, True),
                       scope="machine"),
-    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto",
-                   scope="machine"),
+    "LAUNCHER": _s("auto|none|torchrun|srun", "how processes are started", "auto", scope="machine"),
     # evaluation
     "BEAM": _s("int", "beam size", bounds=AT_LEAST_ONE),
     "LENPEN": _s("float", "length penalty"),
@@ -420,9 +413,8 @@ class Settings:
         if name not in SETTINGS:
             raise KeyError(name)  # a programming error, not a user's
         if name not in self.values:
-            raise SettingError(f"{name} is not set and dataset {self.dataset} has no default "
-                               f"for it: set it in the environment ({name}=... or "
-                               f"{PREFIX}{name}=...)")
+            raise SettingError(f"{name} is not set and dataset {self.dataset} has no default for "
+                               f"it: set it in the environment ({name}=... or {PREFIX}{name}=...)")
         return self.values[name]
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
@@ -660,7 +652,8 @@ def resolve(dataset: str, env: Mapping[str, str], repo: str,
     _set_device(cfg, env, probe)
     deferred = _method_training(cfg)
     _load_presets(cfg)
-    _fill_method_training(cfg, deferred)  # over the presets' value: the method's own
+    for setting, template, source in deferred:  # over the presets' value: the method's own
+        cfg.set(setting, template.format(**cfg.values), source)
     _derive(cfg, env)
     check_ranges(cfg)
     check_read(cfg)
@@ -763,9 +756,8 @@ def check_ranges(cfg: "Settings") -> None:
                           "set one of them above 0")
     if "BEAM" in cfg and "VOCAB" in cfg and cfg.eval.beam >= cfg.data.vocab:
         # fairseq's SequenceGenerator would quietly search with a beam of its vocabulary - 1
-        bad("BEAM", f"must be smaller than VOCAB={cfg.text.data.vocab} (a beam that wide would "
-                    f"be cut "
-                    "to the vocabulary without a word)")
+        bad("BEAM", f"must be smaller than VOCAB={cfg.text.data.vocab} (a beam that wide would be "
+                    "cut to the vocabulary without a word)")
     if "EMBED_DIM" in cfg and "HEADS" in cfg and cfg.model.heads > 0 and \
             cfg.model.embed_dim % cfg.model.heads:
         bad("EMBED_DIM", f"must be a multiple of HEADS={cfg.text.model.heads}")
@@ -815,10 +807,9 @@ def check_read(cfg: "Settings") -> None:
     for name, why in unread(cfg).items():
         if name in cfg.given or name in cfg.per_run:
             value, source = cfg.given.get(name) or (cfg.values[name], cfg.sources[name])
-            problems.append(f"{name}={value} (from {source}) is not read by dataset "
-                            f"{cfg.dataset} with SOURCE={cfg.text.data.source}: {why}; remove it "
-                            f"from "
-                            "the file, or set what reads it")
+            problems.append(f"{name}={value} (from {source}) is not read by dataset {cfg.dataset} "
+                            f"with SOURCE={cfg.text.data.source}: {why}; remove it from the file, "
+                            "or set what reads it")
         elif cfg.sources.get(name, "").startswith("environment"):
             cfg.notes.append(f"{name} ({cfg.sources[name]}) is not read by dataset "
                              f"{cfg.dataset} with SOURCE={cfg.text.data.source}: {why}")
@@ -830,7 +821,7 @@ def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
     """The training settings the method's paper prescribes (its declaration in ``methods``,
     e.g. T-Fixup's warmup): above the presets, below the environment. A value naming another
     setting (``"{LR}"``) is returned as (setting, template, source), to be filled in once every
-    other value is known (``_fill_method_training``)."""
+    other value is known (``resolve``, once the presets are loaded)."""
     from ... import methods
 
     name = cfg.text.run.method if "METHOD" in cfg else SETTINGS["METHOD"].default
@@ -848,11 +839,6 @@ def _method_training(cfg: Settings) -> List[Tuple[str, str, str]]:
         else:
             cfg.set(setting, value, source)
     return deferred
-
-
-def _fill_method_training(cfg: Settings, deferred: List[Tuple[str, str, str]]) -> None:
-    for setting, template, source in deferred:
-        cfg.set(setting, template.format(**cfg.values), source)
 
 
 def _derive(cfg: Settings, env: Mapping[str, str]) -> None:
@@ -904,9 +890,8 @@ NOT_PER_RUN = {
     "entry": "the entry's own fields METHOD:ENC:DEC set it (and the run's name follows from "
              "them); write it there",
     "sweep": "it says what the sweep is, one value for all its runs; set it for the sweep",
-    "data": "the prepared data depends on it, and every run of the sweep trains on the same "
-            "data; set it for the sweep (and prepare), or sweep other data in another "
-            "DEEPNET_WORK",
+    "data": "the prepared data depends on it, and every run of the sweep trains on the same data; "
+            "set it for the sweep (and prepare), or sweep other data in another DEEPNET_WORK",
     "prepare": "it says how the shared data is prepared, once for every run; set it for prepare",
     "machine": "it belongs to the machine the sweep runs on, the same for every run; set it in "
                "the environment for the sweep",
@@ -936,8 +921,7 @@ def check_run_entry(entry: str, where: str = "") -> Tuple[str, str, str, List[st
     for override in overrides:
         key, equals, value = override.partition("=")
         if not equals or key not in SETTINGS:
-            raise SettingError(f"{where}: {override!r} is not KEY=VALUE with KEY a recipe "
-                               "setting")
+            raise SettingError(f"{where}: {override!r} is not KEY=VALUE with KEY a recipe setting")
         if SETTINGS[key].scope != "run":
             raise SettingError(f"{where}: {key} cannot differ between runs: "
                                f"{NOT_PER_RUN[SETTINGS[key].scope]}")
