@@ -60,15 +60,15 @@ def test_training_seconds_count_each_logged_interval_once():
 
 
 def _run(runs, name, method, enc, dec, width, bleu, lr="1e-3", updates=1000, seconds=None,
-         distinct=1.0):
+         distinct=1.0, label=None, extra=()):
     run = runs / name
     (run / "eval").mkdir(parents=True)
     (run / "status.json").write_text(json.dumps(
-        {"method": method, "label": method, "encoder_layers": enc, "decoder_layers": dec,
+        {"method": method, "label": label or method, "encoder_layers": enc, "decoder_layers": dec,
          "status": "ok" if bleu is not None else "diverged", "num_updates": updates,
          "reason": ""}))
     settings = {"EMBED_DIM": width, "FFN_DIM": 4 * width, "TOKENS_PER_UPDATE": 1024,
-                "VOCAB": 8000, "LR": lr}
+                "VOCAB": 8000, "LR": lr, **dict(extra)}
     (run / "config.json").write_text(json.dumps(
         {"settings": {k: {"value": str(v), "from": "test"} for k, v in settings.items()},
          "command": ["fairseq-train", "bin", "--lr", lr, "--arch", "x"]}))
@@ -115,6 +115,32 @@ def test_the_report_tables_size_cost_and_the_law_beside_the_papers(tmp_path):
     with pytest.raises(SystemExit):  # the report is not replaced without --force
         depth_law.main([str(runs), "--out", str(report_dir)])
     depth_law.main([str(runs), "--out", str(report_dir), "--force"])
+
+
+def test_a_series_moved_by_the_depth_rule_starts_from_its_base_depths_run(tmp_path):
+    """The rule LR x (K / L)^p leaves the rate alone at K layers a side: the run without the
+    rule there is the rule series' first point, and no other run joins it."""
+    runs = tmp_path / "runs"
+    law = lambda n: 1.5 * math.log(2 * n) + 20  # noqa: E731 (the hand-written law)
+    for n in (10, 50):
+        _run(runs, f"deepnet-{n}L-{n}L+LR=0.002+LR_BASE_LAYERS=6", "deepnet", n, n, 64, law(n),
+             lr="0.002", label="deepnet (LR=0.002 LR_BASE_LAYERS=6)",
+             extra={"LR_BASE_LAYERS": 6})
+    _run(runs, "deepnet-6L-6L+LR=0.002", "deepnet", 6, 6, 64, law(6), lr="0.002",
+         label="deepnet (LR=0.002)")
+    # the same label's other rate and another depth: neither is the rule's base run
+    _run(runs, "deepnet-6L-6L+LR=0.001", "deepnet", 6, 6, 64, 5.0, lr="0.001",
+         label="deepnet (LR=0.001)")
+    _run(runs, "deepnet-10L-10L+LR=0.002", "deepnet", 10, 10, 64, 40.0, lr="0.002",
+         label="deepnet (LR=0.002)")
+    report_dir = tmp_path / "out"
+    depth_law.main([str(runs), "--out", str(report_dir)])
+    table = (report_dir / "depth_law.md").read_text()
+    assert "| deepnet (LR=0.002 LR_BASE_LAYERS=6) | 1.50 | 20.00 | 1.000 | 3 |" in table
+    # the run without the rule keeps its own series too (its BLEU as scored: to 2 decimals)
+    six = round(law(6), 2)
+    a = (40.0 - six) / math.log(20 / 12)
+    assert f"| deepnet (LR=0.002) | {a:.2f} | {six - a * math.log(12):.2f} | 2 points" in table
 
 
 def test_exported_runs_keep_their_training_seconds(tmp_path):

@@ -17,7 +17,10 @@ A series is a row label of the sweep's report (``report.collect``: the method, a
 that tell its runs apart), so the runs of a depth sweep that share their settings, the rule
 ``LR_BASE_LAYERS`` that moves the learning rate with depth included, are one series; a run
 that differs in another setting (a wider shallow model, a second learning rate) is a series of
-its own, and a point of the plot.
+its own, and a point of the plot. A series whose rate moves with depth by ``LR_BASE_LAYERS=K``
+starts from the run of its other settings at K layers a side: there the rule leaves the rate
+as it is, so that run is the series' model at its base depth, trained once and fitted in both
+series (``deepnet-6L-6L+LR=0.002`` in the series of ``deepnet-50L-50L+LR=0.002+LR_BASE_LAYERS=6``).
 
 Size and cost, so that a shallow-and-wide control can be matched to a deep model:
 
@@ -36,6 +39,7 @@ import csv
 import io
 import math
 import os
+import re
 import sys
 from typing import Dict, List
 
@@ -46,7 +50,7 @@ from ...storage.fileio import (add_force_argument, check_tool_output, ensure_dir
 from ..datasets import DATASETS
 from ...storage.records import read_record
 from . import report
-from .report import Fit, fit_log, fits
+from .report import Fit, fit_log
 from .curves import training_seconds
 from ..run.memory import parameter_count
 
@@ -112,6 +116,32 @@ def rows_of(runs_dir: str, dataset: str) -> List[Dict]:
     return sorted(rows, key=lambda r: (r["label"], r["layers"], r["run"]))
 
 
+def _rule_base_run(row: Dict) -> str:
+    """The run a series moved by LR_BASE_LAYERS=K starts from (the module's docstring), by the
+    run names of ``spec.settings.run_name``; "" for a run without the rule."""
+    rule = re.search(r"\+LR_BASE_LAYERS=(\d+)(?=\+|$)", row["run"])
+    depth = f"{row['method']}-{row['encoder_layers']}L-{row['decoder_layers']}L"
+    if not rule or not row["run"].startswith(depth):
+        return ""
+    without_rule = row["run"][len(depth):rule.start()] + row["run"][rule.end():]
+    return f"{row['method']}-{rule.group(1)}L-{rule.group(1)}L{without_rule}"
+
+
+def series_points(rows: List[Dict]) -> Dict[str, List]:
+    """(layers in all, average BLEU) of each series' scored runs, by depth."""
+    scored = {r["run"]: r for r in rows if r["status"] == "ok" and r["avg"] != ""}
+    points: Dict[str, set] = {}
+    for row in scored.values():
+        base = scored.get(_rule_base_run(row))
+        for member in (row, base) if base else (row,):
+            points.setdefault(row["label"], set()).add((member["layers"], float(member["avg"])))
+    return {label: sorted(pts) for label, pts in points.items()}
+
+
+def fits(rows: List[Dict]) -> Dict[str, Fit]:
+    return {label: fit for label, pts in series_points(rows).items() if (fit := fit_log(pts))}
+
+
 def paper_fits(dataset: str) -> Dict[str, Fit]:
     """The same fit of the paper's rows, per method of its table (baseline, DeepNet)."""
     points: Dict[str, list] = {}
@@ -161,11 +191,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     ours, paper = axes
     fitted = fits(rows)
-    for label in sorted({r["label"] for r in rows}):
-        pts = sorted((r["layers"], float(r["avg"])) for r in rows
-                     if r["label"] == label and r["status"] == "ok" and r["avg"] != "")
-        if not pts:
-            continue
+    for label, pts in sorted(series_points(rows).items()):
         line, = ours.plot(*zip(*pts), "o", label=label)
         if label in fitted:
             _draw_fit(ours, fitted[label], pts, line.get_color())
