@@ -59,9 +59,9 @@ from typing import Dict, Optional
 import torch
 
 from .average_checkpoints import model_only
-from .storage.checkpoint_io import (CheckpointError, ExportError, dictionary_difference,
-                                    load_dictionary, output_problem,
-                                    read_fairseq_checkpoint)
+from .storage.checkpoint_io import (MULTILINGUAL_TASK, CheckpointError, ExportError,
+                                    dictionary_difference, load_dictionary, output_problem,
+                                    read_fairseq_checkpoint, task_field)
 from .storage.fileio import (add_force_argument, check_regular, copy_file, directory_published, one_line_os_errors,
                              save_torch, scratch_directory, signals_raise)
 from .nn.method_layers import RECORD
@@ -187,14 +187,28 @@ def data_dir(stored: str, given: Optional[str]) -> str:
     return found
 
 
-def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) -> None:
+def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str,
+                       trained: Optional[str] = None) -> None:
     """Refuse a data directory whose dictionaries are not the model's: each side's embedding
     has one row per entry of its dict.LANG.txt (fairseq's four special symbols included), and
-    where the directory the checkpoint was trained on (``task_cfg``'s data) still holds its
-    dict.LANG.txt, the data's holds the same tokens in the same order."""
+    where the directory the checkpoint was trained on (TRAINED [``task_cfg``'s data]) still
+    holds its dict.LANG.txt, the data's holds the same tokens in the same order. A
+    multilingual model's (``MULTILINGUAL_TASK``) embeddings also hold its language tokens:
+    each of its dictionaries has at most the embedding's rows, and the tokens of TRAINED's."""
     from fairseq.data import data_utils
 
-    src, tgt = task_cfg.get("source_lang"), task_cfg.get("target_lang")
+    trained = trained or task_field(task_cfg, "data")
+    if task_field(task_cfg, "_name") == MULTILINGUAL_TASK:
+        names = sorted(n for n in os.listdir(data) if n.startswith("dict.") and n.endswith(".txt"))
+        if not names:
+            raise ExportError(f"{data} holds no dict.*.txt: pass --data DIR, the "
+                              f"fairseq-preprocess output the model was trained on")
+        rows = min(weights[f"{side}.embed_tokens.weight"].shape[0]
+                   for side in ("encoder", "decoder") if f"{side}.embed_tokens.weight" in weights)
+        for name in names:
+            _check_dictionary(os.path.join(data, name), rows, trained, data, "at most ")
+        return
+    src, tgt = task_field(task_cfg, "source_lang"), task_field(task_cfg, "target_lang")
     if src is None or tgt is None:  # fairseq infers them from the data's file names
         src, tgt = data_utils.infer_language_pair(data)
         if src is None or tgt is None:
@@ -210,23 +224,29 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str) ->
         if not os.path.isfile(path):
             raise ExportError(f"{path} does not exist: {data} is not the data the model was "
                               f"trained on; pass --data DIR, its fairseq-preprocess output")
-        entries = len(load_dictionary(path))
-        if entries != embedding.shape[0]:
-            raise ExportError(
-                f"{path} has {entries} entries but the checkpoint's {side} embedding has "
-                f"{embedding.shape[0]} rows: {data} is not the data the model was trained on; "
-                f"pass --data DIR, its fairseq-preprocess output")
-        # a checkpoint holds no dictionary, only the path of the data it was trained on: where
-        # that directory is gone (a moved work directory) the embedding's size is all that
-        # tells the model's dictionary from another
-        trained = task_cfg.get("data")
-        recorded = os.path.join(trained, f"dict.{lang}.txt") if trained else None
-        if recorded and os.path.isfile(recorded) and not os.path.samefile(recorded, path):
-            difference = dictionary_difference(path, recorded)
-            if difference:
-                raise ExportError(f"{difference} (the dictionary the checkpoint was trained "
-                                  f"on): {data} is not the data the model was trained on; "
-                                  f"pass --data DIR, its fairseq-preprocess output")
+        _check_dictionary(path, embedding.shape[0], trained, data, "", side)
+
+
+def _check_dictionary(path: str, rows: int, trained: Optional[str], data: str, bound: str,
+                      side: str = "") -> None:
+    """PATH, a dict.LANG.txt of DATA, against an embedding of ROWS rows (as many entries, or
+    BOUND "at most " as many) and the same file of TRAINED, where that is still there."""
+    entries = len(load_dictionary(path))
+    if entries > rows or (not bound and entries != rows):
+        raise ExportError(
+            f"{path} has {entries} entries but the checkpoint's {side + ' ' if side else ''}"
+            f"embedding has {bound}{rows} rows: {data} is not the data the model was trained "
+            f"on; pass --data DIR, its fairseq-preprocess output")
+    # a checkpoint holds no dictionary, only the path of the data it was trained on: where
+    # that directory is gone (a moved work directory) the embedding's size is all that
+    # tells the model's dictionary from another
+    recorded = os.path.join(trained, os.path.basename(path)) if trained else None
+    if recorded and os.path.isfile(recorded) and not os.path.samefile(recorded, path):
+        difference = dictionary_difference(path, recorded)
+        if difference:
+            raise ExportError(f"{difference} (the dictionary the checkpoint was trained "
+                              f"on): {data} is not the data the model was trained on; "
+                              f"pass --data DIR, its fairseq-preprocess output")
 
 
 def export(path: str, data: Optional[str] = None) -> Dict:
@@ -383,7 +403,7 @@ def main(argv=None) -> None:
 def inputs_of(args, exported: Dict) -> list:
     """Every path the export reads: the checkpoint, the data directory (--data, else the one
     stored in the checkpoint) and its dictionaries, the sentencepiece model (given or stored)."""
-    data = args.data or exported["cfg"]["task"].get("data")
+    data = args.data or task_field(exported["cfg"]["task"], "data")
     # every dict.*.txt: the languages may be unnamed in the checkpoint (fairseq infers them)
     dictionaries = glob.glob(os.path.join(glob.escape(data), "dict.*.txt")) if data else []
     return [args.checkpoint, data, *dictionaries,
@@ -408,7 +428,12 @@ def write(args, exported: Dict, written: list) -> None:
     transformers = getattr(args, "transformers", None)
     inputs = inputs_of(args, exported)  # the layer refuses each output onto them again
     if args.ctranslate2 or transformers:
-        data = data_dir(exported["cfg"]["task"]["data"], args.data)
+        if task_field(exported["cfg"]["task"], "_name") == MULTILINGUAL_TASK:
+            raise ExportError(f"{args.checkpoint} is a multilingual model ({MULTILINGUAL_TASK}:"
+                              " language tokens choose its direction), which the CTranslate2 "
+                              "and Hugging Face exports do not carry over: export it with "
+                              "--output alone and translate with fairseq or deepnet_fairseq.load")
+        data = data_dir(task_field(exported["cfg"]["task"], "data"), args.data)
         if args.data is None:  # export checked --data; the stored directory is checked here
             check_dictionaries(exported["model"], exported["cfg"]["task"], data)
         spm = sentencepiece_of(exported["cfg"], args.sentencepiece_model)

@@ -43,13 +43,6 @@ import stat
 from typing import Optional, Sequence
 
 _LANGUAGE_TOKEN = re.compile(r"^__[\w-]+__$")
-MULTILINGUAL_TASK = "translation_multi_simple_epoch"
-
-
-def _field(holder, name):
-    """NAME of a task's cfg: a DictConfig, or the argparse.Namespace of its legacy options
-    (the multilingual task's)."""
-    return holder.get(name) if hasattr(holder, "get") else getattr(holder, name, None)
 
 
 def _multilingual(task) -> bool:
@@ -82,36 +75,15 @@ def _stored_sentencepiece(cfg) -> Optional[str]:
 
 
 def check_dictionaries(state: dict, data: str, trained: Optional[str]) -> None:
-    """The data directory's dictionaries are the model's (``LoadError`` if not): a single-pair
-    model's through ``deepnet-export``'s check (embedding rows, and the tokens of the directory
-    it was trained on, TRAINED, where that is still there); a multilingual model's
-    dictionaries, whose embeddings also hold its language tokens, against those of TRAINED."""
+    """The data directory's dictionaries are the model's (``LoadError`` if not), by
+    ``deepnet-export``'s check against the directory it was trained on, TRAINED."""
     from .export import ExportError
-    from .export import check_dictionaries as check_pair
-    from .storage.checkpoint_io import dictionary_difference
+    from .export import check_dictionaries as check_model_dictionaries
 
-    task = state["cfg"].get("task") or {}
-    if _field(task, "_name") != MULTILINGUAL_TASK:
-        try:
-            check_pair(state["model"], {"source_lang": _field(task, "source_lang"),
-                                        "target_lang": _field(task, "target_lang"),
-                                        "data": trained}, data)
-        except ExportError as err:
-            raise LoadError(str(err).replace("pass --data DIR", "pass data=DIR")) from None
-        return
-    names = sorted(n for n in os.listdir(data) if n.startswith("dict.") and n.endswith(".txt"))
-    if not names:
-        raise LoadError(f"{data} holds no dict.*.txt: pass data=DIR, the fairseq-preprocess "
-                        "output the model was trained on")
-    for name in names:
-        recorded = os.path.join(trained, name) if trained else None
-        if recorded and os.path.isfile(recorded) and not os.path.samefile(recorded,
-                                                                         os.path.join(data, name)):
-            difference = dictionary_difference(os.path.join(data, name), recorded)
-            if difference:
-                raise LoadError(f"{difference} (the dictionary the checkpoint was trained on): "
-                                "pass data=DIR, the fairseq-preprocess output the model was "
-                                "trained on")
+    try:
+        check_model_dictionaries(state["model"], state["cfg"].get("task") or {}, data, trained)
+    except ExportError as err:
+        raise LoadError(str(err).replace("pass --data DIR", "pass data=DIR")) from None
 
 
 def check_pieces(sentencepiece_model: str, dictionary: str) -> None:
@@ -133,8 +105,8 @@ def load(checkpoint: str, data: Optional[str] = None, sentencepiece_model: Optio
     from fairseq import checkpoint_utils
 
     from . import register
-    from .storage.checkpoint_io import (CheckpointError, read_checkpoint,
-                                        read_fairseq_checkpoint, trained_on)
+    from .storage.checkpoint_io import (MULTILINGUAL_TASK, CheckpointError, read_checkpoint,
+                                        read_fairseq_checkpoint, task_field, trained_on)
 
     register()
     _regular_file(checkpoint, "checkpoint")
@@ -162,8 +134,8 @@ def load(checkpoint: str, data: Optional[str] = None, sentencepiece_model: Optio
                                 if spm else {}), **overrides}
     state = read_fairseq_checkpoint(checkpoint, options)
     task = state["cfg"].get("task") or {}
-    if _field(task, "_name") == MULTILINGUAL_TASK:
-        langs = _field(task, "langs") or []
+    if task_field(task, "_name") == MULTILINGUAL_TASK:
+        langs = task_field(task, "langs") or []
         langs = langs.split(",") if isinstance(langs, str) else list(langs)
         for side in ("source_lang", "target_lang"):
             if overrides.get(side) not in langs:

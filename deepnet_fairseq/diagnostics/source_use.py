@@ -124,9 +124,10 @@ def missing_dictionaries(data: str, state=None) -> str:
     fairseq-preprocess's dict.*.txt -- with ``state``, those of the checkpoint's languages."""
     if not os.path.isdir(data):
         return f"DATA {data} is not a directory; give the fairseq-preprocess output directory"
-    cfg = state.get("cfg") if state is not None else None
-    task = cfg.get("task") if cfg is not None else None
-    langs = [task.get(key) for key in ("source_lang", "target_lang")] if task else []
+    from ..storage.checkpoint_io import task_field
+
+    task = task_field(state.get("cfg"), "task") if state is not None else None
+    langs = [task_field(task, key) for key in ("source_lang", "target_lang")]
     names = ([f"dict.{lang}.txt" for lang in langs if lang] if any(langs) else
              [name for name in os.listdir(data) if name.startswith("dict.")
               and name.endswith(".txt")] or ["dict.*.txt"])
@@ -135,6 +136,26 @@ def missing_dictionaries(data: str, state=None) -> str:
         return (f"DATA {data} has no {', '.join(absent)}: give the fairseq-preprocess output "
                 f"directory the model was trained on")
     return ""
+
+
+def unmeasured_task(state) -> str:
+    """Why the checkpoint's task is not one this tool measures ('' if it is): its batches are
+    of one direction, a ``LanguagePairDataset`` decoded as it is, which fairseq's
+    ``translation`` task and the tasks built on it give."""
+    from fairseq.tasks import TASK_REGISTRY
+    from fairseq.tasks.translation import TranslationTask
+
+    from ..storage.checkpoint_io import task_field
+
+    name = task_field(task_field(state.get("cfg"), "task"), "_name")
+    if isinstance(TASK_REGISTRY.get(name), type) and issubclass(TASK_REGISTRY[name],
+                                                                 TranslationTask):
+        return ""
+    return (f"its task is {name!r}; deepnet-source-use measures models of fairseq's "
+            "translation task (one direction). For a multilingual model, decode a direction's "
+            "test sentences with deepnet_fairseq.load(CHECKPOINT, source_lang=..., "
+            "target_lang=...): one translation for every input is a model that ignores its "
+            "source")
 
 
 def load(path: str, data: str):
@@ -150,11 +171,11 @@ def load(path: str, data: str):
     # read weights-only here: given a state, fairseq reads no file and also ignores its
     # arg_overrides, so DATA has to be put into the state itself
     state = read_fairseq_checkpoint(path, arg_overrides={"data": data})
-    problem = missing_dictionaries(data, state)
+    problem = unmeasured_task(state) or missing_dictionaries(data, state)
     if problem:
-        raise ValueError(problem)
+        raise ValueError(f"{path}: {problem}")
     try:  # a model of another vocabulary: one line, not fairseq's size-mismatch traceback
-        check_dictionaries(state["model"], {**state["cfg"]["task"], "data": trained}, data)
+        check_dictionaries(state["model"], state["cfg"]["task"], data, trained)
     except ExportError as err:
         raise ValueError(f"{path}: {str(err).split(': pass --data')[0]}") from None
     models, _cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], state=state)

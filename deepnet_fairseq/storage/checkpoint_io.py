@@ -140,17 +140,23 @@ def read_fairseq_checkpoint(path: str, arg_overrides: Optional[dict] = None) -> 
                                     f"{_one_line(err)})") from err
 
 
+MULTILINGUAL_TASK = "translation_multi_simple_epoch"  # the OPUS-100 recipe's task
+
+
+def task_field(holder, name: str):
+    """NAME of a checkpoint's task cfg (or of its cfg, or its old ``args``): a DictConfig or
+    dict, or the argparse.Namespace of a task's legacy arguments, which is how fairseq keeps
+    the multilingual task's cfg; None where HOLDER is None or lacks NAME."""
+    if holder is None:
+        return None
+    return holder.get(name) if hasattr(holder, "get") else getattr(holder, name, None)
+
+
 def trained_on(state: dict) -> Optional[str]:
     """The data directory a checkpoint records it was trained on (``cfg.task.data``; ``args.data``
     in older ones), or None."""
-    def field(holder, name):  # a DictConfig or dict, or an argparse.Namespace: fairseq keeps
-        # a task's cfg as the Namespace of its legacy arguments (the multilingual task's)
-        if holder is None:
-            return None
-        return holder.get(name) if hasattr(holder, "get") else getattr(holder, name, None)
-
-    task = field(state.get("cfg"), "task")
-    found = field(task, "data") if task is not None else field(state.get("args"), "data")
+    task = task_field(state.get("cfg"), "task")
+    found = task_field(task, "data") if task is not None else task_field(state.get("args"), "data")
     return found if isinstance(found, str) and found else None
 
 
