@@ -306,8 +306,9 @@ def to_ctranslate2(exported: Dict, data: str, output_dir: str, quantization: Opt
         # Namespace fairseq-train writes, which it can read here (checkpoint_compat)
         save_torch({**exported, "cfg": {**exported["cfg"],
                                         "model": argparse.Namespace(**model_cfg)}}, checkpoint)
-        converter = converter_cls(checkpoint, data, source_lang=task_cfg.get("source_lang"),
-                                  target_lang=task_cfg.get("target_lang"))
+        converter = converter_cls(checkpoint, data,
+                                  source_lang=task_field(task_cfg, "source_lang"),
+                                  target_lang=task_field(task_cfg, "target_lang"))
         try:  # into the new, empty directory being built (force: it exists, made for it)
             converter.convert(built, quantization=quantization, force=True)
         except ValueError as err:  # its configuration checks

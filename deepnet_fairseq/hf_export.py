@@ -49,7 +49,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 
-from .storage.checkpoint_io import ExportError, load_dictionary
+from .storage.checkpoint_io import ExportError, load_dictionary, task_field
 from .storage.fileio import create_new, directory_published, scratch_directory
 
 # the transformers release the export is tested with (constraints.txt pins it)
@@ -118,7 +118,7 @@ def problems(model_cfg: Dict, task_cfg: Dict) -> List[str]:
         dim = model_cfg.get(f"{side}_embed_dim", width)
         if heads and dim and dim % heads:
             found.append(f"--{side}-embed-dim {dim} is not a multiple of its {heads} heads")
-    task = task_cfg.get("_name")
+    task = task_field(task_cfg, "_name")
     if task not in TASKS:
         found.append(f"--task {task} (FSMT translates one language pair: --task translation)")
     return found
@@ -126,7 +126,7 @@ def problems(model_cfg: Dict, task_cfg: Dict) -> List[str]:
 
 def languages(task_cfg: Dict, data: str) -> Tuple[str, str]:
     """The source and target language: the task's, or fairseq's guess from the data files."""
-    src, tgt = task_cfg.get("source_lang"), task_cfg.get("target_lang")
+    src, tgt = task_field(task_cfg, "source_lang"), task_field(task_cfg, "target_lang")
     if src is None or tgt is None:
         from fairseq.data import data_utils
 

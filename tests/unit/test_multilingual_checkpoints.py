@@ -4,7 +4,8 @@ options, not as a dict, and every door that read a checkpoint's task as a dict f
 with a traceback (``deepnet-export``, ``deepnet-source-use``). A real multilingual model,
 trained by fairseq-train's own main with ``translation_multi_simple_epoch`` on the toy data,
 goes through each of them; the plain export translates as the model it came from (fairseq's
-generator through ``deepnet_fairseq.load``, on the original and on the export)."""
+generator through ``deepnet_fairseq.load``, on the original and on the export), and so does
+its average with itself."""
 
 import argparse
 import os
@@ -13,7 +14,7 @@ import shutil
 import pytest
 
 import deepnet_fairseq
-from deepnet_fairseq import export
+from deepnet_fairseq import average_checkpoints, export
 from deepnet_fairseq.diagnostics import source_use
 from deepnet_fairseq.storage.checkpoint_io import task_field, trained_on
 from support import train
@@ -50,6 +51,20 @@ def test_the_plain_export_translates_as_the_multilingual_model(toy_data, multili
     original = deepnet_fairseq.load(multilingual, pieces=True, beam=5, **LANGS)
     exported = deepnet_fairseq.load(str(out), data=str(toy_data), pieces=True, beam=5, **LANGS)
     assert exported.translate(sentences) == original.translate(sentences)
+
+
+def test_averaging_a_multilingual_checkpoint_with_itself_gives_the_model_back(toy_data,
+                                                                             multilingual,
+                                                                             tmp_path):
+    for name in ("checkpoint_1_1.pt", "checkpoint_1_2.pt"):
+        shutil.copy(multilingual, tmp_path / name)
+    out = tmp_path / "averaged.pt"
+    average_checkpoints.cli_main(["--inputs", str(tmp_path / "checkpoint_1_1.pt"),
+                                  str(tmp_path / "checkpoint_1_2.pt"), "--output", str(out)])
+    sentences = _sentences(toy_data)
+    averaged = deepnet_fairseq.load(str(out), data=str(toy_data), pieces=True, **LANGS)
+    original = deepnet_fairseq.load(multilingual, pieces=True, **LANGS)
+    assert averaged.translate(sentences) == original.translate(sentences)
 
 
 def test_a_dictionary_larger_than_the_embeddings_is_refused(toy_data, multilingual, tmp_path,
