@@ -203,10 +203,11 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str,
         if not names:
             raise ExportError(f"{data} holds no dict.*.txt: pass --data DIR, the "
                               f"fairseq-preprocess output the model was trained on")
-        rows = min(weights[f"{side}.embed_tokens.weight"].shape[0]
-                   for side in ("encoder", "decoder") if f"{side}.embed_tokens.weight" in weights)
-        for name in names:
-            _check_dictionary(os.path.join(data, name), rows, trained, data, "at most ")
+        rows = min((weights[f"{side}.embed_tokens.weight"].shape[0] for side in
+                    ("encoder", "decoder") if f"{side}.embed_tokens.weight" in weights),
+                   default=None)
+        for name in names if rows is not None else ():  # no embedding: no size to compare
+            _check_dictionary(os.path.join(data, name), rows, trained, data, exact=False)
         return
     src, tgt = task_field(task_cfg, "source_lang"), task_field(task_cfg, "target_lang")
     if src is None or tgt is None:  # fairseq infers them from the data's file names
@@ -224,19 +225,19 @@ def check_dictionaries(weights: Dict[str, torch.Tensor], task_cfg, data: str,
         if not os.path.isfile(path):
             raise ExportError(f"{path} does not exist: {data} is not the data the model was "
                               f"trained on; pass --data DIR, its fairseq-preprocess output")
-        _check_dictionary(path, embedding.shape[0], trained, data, "", side)
+        _check_dictionary(path, embedding.shape[0], trained, data, side=side)
 
 
-def _check_dictionary(path: str, rows: int, trained: Optional[str], data: str, bound: str,
-                      side: str = "") -> None:
-    """PATH, a dict.LANG.txt of DATA, against an embedding of ROWS rows (as many entries, or
-    BOUND "at most " as many) and the same file of TRAINED, where that is still there."""
+def _check_dictionary(path: str, rows: int, trained: Optional[str], data: str,
+                      exact: bool = True, side: str = "") -> None:
+    """PATH, a dict.LANG.txt of DATA, against an embedding of ROWS rows (as many entries, or,
+    not EXACT, at most as many) and the same file of TRAINED, where that is still there."""
     entries = len(load_dictionary(path))
-    if entries > rows or (not bound and entries != rows):
+    if entries > rows or (exact and entries != rows):
         raise ExportError(
             f"{path} has {entries} entries but the checkpoint's {side + ' ' if side else ''}"
-            f"embedding has {bound}{rows} rows: {data} is not the data the model was trained "
-            f"on; pass --data DIR, its fairseq-preprocess output")
+            f"embedding has {'' if exact else 'at most '}{rows} rows: {data} is not the data "
+            f"the model was trained on; pass --data DIR, its fairseq-preprocess output")
     # a checkpoint holds no dictionary, only the path of the data it was trained on: where
     # that directory is gone (a moved work directory) the embedding's size is all that
     # tells the model's dictionary from another
