@@ -191,16 +191,20 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     ours, paper = axes
     fitted = fits(rows)
+    single = "one depth only (tuning cells)"
     for label, pts in sorted(series_points(rows).items()):
-        line, = ours.plot(*zip(*pts), "o", label=label)
         if label in fitted:
-            _draw_fit(ours, fitted[label], pts, line.get_color())
+            line, = ours.plot(*zip(*pts), "o")
+            _draw_fit(ours, fitted[label], pts, line.get_color(), f"{label}: ")
+        else:  # a rate tried at one depth: context for the series, not a law of its own
+            ours.plot(*zip(*pts), "o", color="0.6", markerfacecolor="none", label=single)
+            single = None  # one legend entry for all of them
     refs = [r for r in DATASETS[dataset].paper if r.bleu is not None]
     for method, fit in sorted(paper_fits(dataset).items()):
         pts = sorted((r.encoder_layers + r.decoder_layers, r.bleu) for r in refs
                      if (r.method or "paper") == method)
-        line, = paper.plot(*zip(*pts), "s", label=f"paper: {method}")
-        _draw_fit(paper, fit, pts, line.get_color())
+        line, = paper.plot(*zip(*pts), "s")
+        _draw_fit(paper, fit, pts, line.get_color(), f"{method}: ")
     depths = ({r["layers"] for r in rows}, {r.encoder_layers + r.decoder_layers for r in refs})
     for ax, title, shown in ((ours, "this study", depths[0]),
                              (paper, "the paper (Table 2, OPUS-100)", depths[1])):
@@ -215,12 +219,13 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     plt.close(fig)
 
 
-def _draw_fit(ax, fit: Fit, pts, colour) -> None:
+def _draw_fit(ax, fit: Fit, pts, colour, series: str) -> None:
+    """The fitted law over the series' depths, its legend entry naming the series and the law."""
     lo, hi = pts[0][0], pts[-1][0]
     xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
     r2 = "" if fit.r2 is None else f", R^2 {fit.r2:.2f}"
     ax.plot(xs, [fit.a * math.log(x) + fit.b for x in xs], "--", color=colour,
-            label=f"{fit.a:.2f} ln d + {fit.b:.2f}{r2}")
+            label=f"{series}{fit.a:.2f} ln d + {fit.b:.2f}{r2}")
 
 
 @one_line_os_errors
