@@ -213,8 +213,9 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
         ax.set_ylabel("average BLEU")
         ax.set_title(title, fontsize=10)
         ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # below the panel: a series' laws name it in
+            # full, too long to sit over its points
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     save_png(fig, path)
     plt.close(fig)
 
