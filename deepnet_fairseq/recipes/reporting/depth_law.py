@@ -195,7 +195,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     for label, pts in sorted(series_points(rows).items()):
         if label in fitted:
             line, = ours.plot(*zip(*pts), "o")
-            _draw_fit(ours, fitted[label], pts, line.get_color(), f"{label}: ")
+            _draw_fit(ours, fitted[label], pts, line.get_color(), label)
         else:  # a rate tried at one depth: context for the series, not a law of its own
             ours.plot(*zip(*pts), "o", color="0.6", markerfacecolor="none", label=single)
             single = None  # one legend entry for all of them
@@ -204,7 +204,7 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
         pts = sorted((r.encoder_layers + r.decoder_layers, r.bleu) for r in refs
                      if (r.method or "paper") == method)
         line, = paper.plot(*zip(*pts), "s")
-        _draw_fit(paper, fit, pts, line.get_color(), f"{method}: ")
+        _draw_fit(paper, fit, pts, line.get_color(), method)
     depths = ({r["layers"] for r in rows}, {r.encoder_layers + r.decoder_layers for r in refs})
     for ax, title, shown in ((ours, "this study", depths[0]),
                              (paper, "the paper (Table 2, OPUS-100)", depths[1])):
@@ -226,7 +226,7 @@ def _draw_fit(ax, fit: Fit, pts, colour, series: str) -> None:
     xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
     r2 = "" if fit.r2 is None else f", R^2 {fit.r2:.2f}"
     ax.plot(xs, [fit.a * math.log(x) + fit.b for x in xs], "--", color=colour,
-            label=f"{series}{fit.a:.2f} ln d + {fit.b:.2f}{r2}")
+            label=f"{series}: {fit.a:.2f} ln d + {fit.b:.2f}{r2}")
 
 
 @one_line_os_errors
