@@ -192,3 +192,20 @@ def test_only_the_trainers_own_note_counts_as_a_resume():
         progress = runlog.Progress(total=1000)
         progress.feed(line)
         assert progress.line().startswith("update 0/1000"), line
+
+
+def test_a_resumed_attempt_shows_the_last_earlier_validation_of_the_weights_it_continues():
+    # the run's log before this attempt: validations at 600 and 800, the checkpoint at 600
+    # (800's was never saved); a 100-layer attempt validates again only an hour after its load
+    earlier = VALID + VALID.replace("nll_loss 3.51", "nll_loss 3.20").replace(
+        "num_updates 600", "num_updates 800")
+    progress = runlog.Progress(total=1000, earlier=earlier)
+    assert progress.line().startswith("update 0/1000 (0%), no validation yet")
+    progress.feed(RESUMED.replace("@ 150 updates", "@ 600 updates"))
+    assert "validation nll 3.51 bits at update 600" in progress.line()
+    progress.feed(RESUMED.replace("@ 150 updates", "@ 800 updates"))
+    assert "validation nll 3.20 bits at update 800" in progress.line()
+    progress.feed(VALID.replace("nll_loss 3.51", "nll_loss 2.90").replace(
+        "num_updates 600", "num_updates 1000"))  # this attempt's own validation wins
+    assert "validation nll 2.90 bits at update 1000" in progress.line()
+    assert runlog.Progress(total=1000, earlier="").line().endswith("0 min 00 s elapsed")

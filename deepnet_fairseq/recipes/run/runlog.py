@@ -84,14 +84,19 @@ class Progress:
     update (of ``total``; 0 when an epoch limit decides), last validation nll (``valid_nll``),
     elapsed time and an ETA from this attempt's own rate (a resumed attempt starts at its
     checkpoint's update, from fairseq's note that it loaded it: its first record may be many
-    minutes away at depth)."""
+    minutes away at depth). ``earlier``, the run's log before this attempt, gives a resumed
+    attempt the last validation at or before its checkpoint until it validates itself: at
+    depth that is an hour or more away, and "no validation yet" would say what is not so."""
 
-    def __init__(self, total: int):
+    def __init__(self, total: int, earlier: str = ""):
         self.total = total
         self.start = time.time()
         self.first: Optional[tuple] = None  # (update, time) of this attempt's first record
         self.update = 0
         self.valid: Optional[tuple] = None  # (update, nll in bits)
+        self.earlier = [(int(UPDATES.search(line).group(1)), valid_nll(line))
+                        for line in earlier.splitlines()
+                        if valid_nll(line) is not None and UPDATES.search(line)]
         self.lock = threading.Lock()
 
     def feed(self, line: str) -> None:
@@ -110,8 +115,12 @@ class Progress:
             now, update = time.time(), self.update
             text = (f"update {update}/{self.total} ({update / self.total:.0%})" if self.total
                     else f"update {update}")
-            text += (f", validation nll {self.valid[1]:.2f} bits at update {self.valid[0]}"
-                     if self.valid else ", no validation yet")
+            # an earlier attempt's validation past this one's checkpoint was of weights that
+            # this attempt does not continue from
+            valid = self.valid or max((item for item in self.earlier if item[0] <= update),
+                                      default=None)
+            text += (f", validation nll {valid[1]:.2f} bits at update {valid[0]}"
+                     if valid else ", no validation yet")
             return (text + f", {minutes(now - self.start)} elapsed"
                     + eta(update, self.total, self.first, now))
 

@@ -335,7 +335,8 @@ def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs
     name = cfg.text.run.run_name
     watch = runlog.DivergenceWatch(_vocab_size(paths(cfg).bin), cfg.optim.warmup,
                                    cfg.run.stop_diverged)
-    progress = runlog.Progress(cfg.optim.max_update)
+    with open(logs[1], encoding="utf-8", errors="replace") as handle:  # earlier attempts'
+        progress = runlog.Progress(cfg.optim.max_update, earlier=handle.read())
 
     def echo(line):
         progress.feed(line)
