@@ -14,6 +14,12 @@ mode (no dropout), for each checkpoint given:
     (self-attention, cross-attention or FFN, after dropout) and ``s`` the layer's own
     ``residual_connection`` (``x + b`` for Post-LN and Pre-LN, ``alpha * x + b`` for DeepNet).
     A small cross-attention share means the source barely moves the decoder's hidden state.
+``encoder_spread``
+    how much the encoder's output states differ across the batch's source tokens: their
+    standard deviation over the tokens, per channel, averaged, over their root mean square.
+    Zero for an encoder that writes one and the same vector for every token of every sentence
+    (a collapsed encoder: no source can matter, whatever the decoder does); a decoder that
+    ignores a working encoder shows a source gain near zero with a spread well above it.
 ``distinct``
     how many different greedy translations the batch's sources get (fairseq's
     SequenceGenerator, beam 1, at most 1.2 x source + 10 tokens): a model that ignores its
@@ -22,6 +28,12 @@ mode (no dropout), for each checkpoint given:
 Works for any model whose decoder layers are fairseq ``TransformerDecoderLayerBase`` (Post-LN,
 Pre-LN, DeepNet and the methods built on fairseq's layers): the measurement wraps the
 ``residual_connection`` each sub-layer calls, in order self-attention, cross-attention, FFN.
+
+A multilingual model (``translation_multi_simple_epoch``, the OPUS-100 recipe's) is measured
+per direction, one row each: every direction's batch is its own first pairs of the split, built
+by the task's own loader (language tokens as in training), its sources exchanged among
+themselves, its greedy translations begun with the target's language token as fairseq-generate
+begins them; ``--directions`` picks some. A bilingual model's one row names its direction too.
 
     deepnet-source-use DATA_BIN --checkpoints run/checkpoint_1_200.pt run/checkpoint_2_400.pt \\
         --out source_use.csv
@@ -36,21 +48,44 @@ import argparse
 import math
 import os
 import sys
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
 from ..storage.fileio import add_force_argument, one_line_os_errors
 
 SUBLAYERS = ("self", "cross", "ffn")
+# the printed table's measured columns after the nll: (key, width)
+COLUMNS = (("nll_shuffled", 8), ("source_gain", 6), ("encoder_spread", 6), ("share.self", 6),
+           ("share.cross", 6), ("share.ffn", 6))
+
+
+def _first(dataset, sentences: int) -> Dict:
+    """The first ``sentences`` pairs of ``dataset`` as one collated batch (fixed, reproducible)."""
+    return dataset.collater([dataset[i] for i in range(min(sentences, len(dataset)))])
 
 
 def held_out_batch(task, subset: str, sentences: int) -> Dict:
-    """The first ``sentences`` pairs of ``subset`` as one collated batch (fixed, reproducible)."""
+    """The first ``sentences`` pairs of ``subset`` of a bilingual task, as one batch."""
     task.load_dataset(subset)
-    dataset = task.dataset(subset)
-    count = min(sentences, len(dataset))
-    return dataset.collater([dataset[i] for i in range(count)])
+    return _first(task.dataset(subset), sentences)
+
+
+def direction_batches(task, subset: str, sentences: int) -> Dict[str, Dict]:
+    """{"SRC-TGT": batch} of ``subset``: one direction for a bilingual task; every direction of
+    a multilingual one, each its own first pairs, loaded direction by direction by the task's
+    data manager (its validation set concatenates them: a batch of its first pairs would hold
+    one direction alone)."""
+    if not _multilingual(task):
+        name = f"{task.cfg.source_lang}-{task.cfg.target_lang}"
+        return {name: held_out_batch(task, subset, sentences)}
+    datasets, _params = task.data_manager.load_split_datasets(subset, training=False)
+    # the data manager's keys are "CATEGORY:SRC-TGT" ("main:de-en")
+    return {key.split(":")[-1]: _first(dataset, sentences) for key, dataset in datasets}
+
+
+def _multilingual(task) -> bool:
+    return hasattr(task, "data_manager")  # translation_multi_simple_epoch's, fairseq's own
 
 
 def _nll_bits(model, net_input, target, pad: int) -> float:
@@ -98,7 +133,8 @@ def measure(model, batch, pad: int) -> Dict[str, float]:
         for layer in layers:
             del layer.residual_connection
     result = {"nll_true": nll_true, "nll_shuffled": nll_shuffled,
-              "source_gain": nll_shuffled - nll_true}
+              "source_gain": nll_shuffled - nll_true,
+              "encoder_spread": encoder_spread(model, batch["net_input"])}
     for sub in SUBLAYERS:
         values = [shares[f"share.{sub}.{i}"] for i in range(len(layers))
                   if f"share.{sub}.{i}" in shares]
@@ -108,14 +144,37 @@ def measure(model, batch, pad: int) -> Dict[str, float]:
 
 
 @torch.no_grad()
-def distinct_greedy(model, task, batch) -> int:
-    """Number of different greedy translations of the batch's sources."""
+def encoder_spread(model, net_input) -> float:
+    """``encoder_spread`` (the module's docstring) of fairseq's encoder output on NET_INPUT."""
+    out = model.encoder(net_input["src_tokens"], src_lengths=net_input["src_lengths"])
+    states = out["encoder_out"][0].transpose(0, 1)  # B x T x C
+    masks = out.get("encoder_padding_mask") or [None]
+    if masks[0] is not None:
+        states = states[~masks[0]]  # the tokens, padding left out
+    states = states.reshape(-1, states.size(-1))
+    return (states.std(0, unbiased=False).mean()
+            / states.pow(2).mean().sqrt().clamp_min(1e-12)).item()
+
+
+@torch.no_grad()
+def distinct_greedy(model, task, batch, target_lang: Optional[str] = None) -> int:
+    """Number of different greedy translations of the batch's sources; for a multilingual
+    TASK, into ``target_lang``, begun with its language token by the task's own
+    ``inference_step`` (which reads the target from its options, as fairseq-generate sets it)."""
     from fairseq.sequence_generator import SequenceGenerator
 
     model.eval()
     generator = SequenceGenerator([model], task.target_dictionary, beam_size=1,
                                   max_len_a=1.2, max_len_b=10)
-    hypotheses = generator.generate([model], batch)
+    if not _multilingual(task):
+        hypotheses = generator.generate([model], batch)
+    else:
+        kept = task.args.target_lang
+        task.args.target_lang = target_lang
+        try:
+            hypotheses = task.inference_step(generator, [model], batch)
+        finally:
+            task.args.target_lang = kept
     return len({tuple(best[0]["tokens"].tolist()) for best in hypotheses})
 
 
@@ -140,22 +199,21 @@ def missing_dictionaries(data: str, state=None) -> str:
 
 def unmeasured_task(state) -> str:
     """Why the checkpoint's task is not one this tool measures ('' if it is): its batches are
-    of one direction, a ``LanguagePairDataset`` decoded as it is, which fairseq's
-    ``translation`` task and the tasks built on it give."""
+    ``LanguagePairDataset``s decoded as they are, which fairseq's ``translation`` task and the
+    tasks built on it give, and ``translation_multi_simple_epoch`` direction by direction."""
     from fairseq.tasks import TASK_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
-    from ..storage.checkpoint_io import task_field
+    from ..storage.checkpoint_io import MULTILINGUAL_TASK, task_field
 
     name = task_field(task_field(state.get("cfg"), "task"), "_name")
-    if isinstance(TASK_REGISTRY.get(name), type) and issubclass(TASK_REGISTRY[name],
-                                                                 TranslationTask):
+    if name == MULTILINGUAL_TASK or (isinstance(TASK_REGISTRY.get(name), type)
+                                     and issubclass(TASK_REGISTRY[name], TranslationTask)):
         return ""
     return (f"its task is {name!r}; deepnet-source-use measures models of fairseq's "
-            "translation task (one direction). For a multilingual model, decode a direction's "
-            "test sentences with deepnet_fairseq.load(CHECKPOINT, source_lang=..., "
-            "target_lang=...): one translation for every input is a model that ignores its "
-            "source")
+            f"translation task and of {MULTILINGUAL_TASK} (the OPUS-100 recipe's). For "
+            "another, decode test sentences with deepnet_fairseq.load(CHECKPOINT): one "
+            "translation for every input is a model that ignores its source")
 
 
 def load(path: str, data: str):
@@ -188,7 +246,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="deepnet-source-use", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Columns: update, nll_true, nll_shuffled, source_gain (bits/token), "
+        epilog="Columns: update, direction, nll_true, nll_shuffled, source_gain (bits/token), "
+               "encoder_spread, "
                "share.{self,cross,ffn} (mean over decoder layers) and per layer, "
                "distinct (different greedy translations of the --sentences sources).")
     parser.add_argument("data", help="fairseq binarised data directory (fairseq-preprocess output)")
@@ -196,6 +255,9 @@ def main(argv=None) -> int:
     parser.add_argument("--subset", default="valid", help="held-out split (default: valid)")
     parser.add_argument("--sentences", type=int, default=256,
                         help="sentence pairs in the measured batch (default: 256)")
+    parser.add_argument("--directions", nargs="+", metavar="SRC-TGT",
+                        help="a multilingual model's directions to measure (default: every "
+                             "direction of the split)")
     parser.add_argument("--out", help="write the table as CSV here (atomically)")
     add_force_argument(parser, "an existing --out")
     args = parser.parse_args(argv)
@@ -219,9 +281,9 @@ def main(argv=None) -> int:
     from ..storage.checkpoint_io import CheckpointError
     from .common import write_csv
 
-    rows, batch = [], None
-    print(f"{'update':>7} {'nll':>7} {'nll_shuf':>8} {'gain':>6} {'self':>6} {'cross':>6} "
-          f"{'ffn':>6} {'distinct':>8}  checkpoint")
+    rows, batches = [], None
+    print(f"{'update':>7} {'direction':>9} {'nll':>7} {'nll_shuf':>8} {'gain':>6} {'spread':>6} "
+          f"{'self':>6} {'cross':>6} {'ffn':>6} {'distinct':>8}  checkpoint")  # COLUMNS' heads
     for path in args.checkpoints:
         try:
             model, task, update = load(path, args.data)
@@ -230,15 +292,22 @@ def main(argv=None) -> int:
             return 1
         except ValueError as err:
             parser.error(str(err))
-        if batch is None:
-            batch = held_out_batch(task, args.subset, args.sentences)
-        row = {"checkpoint": path, "update": update,
-               "distinct": distinct_greedy(model, task, batch),
-               **measure(model, batch, task.target_dictionary.pad())}
-        rows.append(row)
-        print(f"{update:>7} {row['nll_true']:7.3f} {row['nll_shuffled']:8.3f} "
-              f"{row['source_gain']:6.3f} {row['share.self']:6.3f} {row['share.cross']:6.3f} "
-              f"{row['share.ffn']:6.3f} {row['distinct']:>8}  {path}", flush=True)
+        if batches is None:  # the first checkpoint's task reads them; every one is measured on them
+            batches = direction_batches(task, args.subset, args.sentences)
+            unknown = sorted(set(args.directions or ()) - set(batches))
+            if unknown:
+                parser.error(f"--directions {' '.join(unknown)}: {args.data}'s {args.subset} "
+                             f"set has {', '.join(sorted(batches))}")
+        for direction, batch in batches.items():
+            if args.directions and direction not in args.directions:
+                continue
+            row = {"checkpoint": path, "update": update, "direction": direction,
+                   "distinct": distinct_greedy(model, task, batch, direction.split("-")[-1]),
+                   **measure(model, batch, task.target_dictionary.pad())}
+            rows.append(row)
+            print(f"{update:>7} {direction:>9} {row['nll_true']:7.3f} "
+                  + " ".join(f"{row[key]:{width}.3f}" for key, width in COLUMNS)
+                  + f" {row['distinct']:>8}  {path}", flush=True)
     if args.out:
         fields = list(dict.fromkeys(key for row in rows for key in row))
         write_csv(args.out, rows, fields, ".5f")

@@ -118,4 +118,6 @@ def test_cli_writes_one_row_per_checkpoint(toy_data, tmp_path):
     with open(out) as f:
         rows = list(csv.DictReader(f))
     assert [int(row["update"]) for row in rows] == [2, 4]
+    assert [row["direction"] for row in rows] == ["src-tgt", "src-tgt"]  # the toy pair's one
+    assert all(0 < float(row["encoder_spread"]) for row in rows)
     assert all(math.isfinite(float(row["source_gain"])) for row in rows)

@@ -8,10 +8,13 @@ generator through ``deepnet_fairseq.load``, on the original and on the export), 
 its average with itself."""
 
 import argparse
+import csv
+import math
 import os
 import shutil
 
 import pytest
+import torch
 
 import deepnet_fairseq
 from deepnet_fairseq import average_checkpoints, export
@@ -25,8 +28,11 @@ LANGS = dict(source_lang="src", target_lang="tgt")
 @pytest.fixture(scope="module")
 def multilingual(toy_data, tmp_path_factory):
     save = tmp_path_factory.mktemp("multilingual") / "checkpoints"
-    train(toy_data, save, "--task", "translation_multi_simple_epoch", "--lang-pairs", "src-tgt",
-          "--langs", "src,tgt", "--encoder-langtok", "src", "--decoder-langtok",
+    # both directions of the toy pair, from the one set of files (the data manager reads a
+    # direction from the files of its reverse)
+    train(toy_data, save, "--task", "translation_multi_simple_epoch",
+          "--lang-pairs", "src-tgt,tgt-src", "--langs", "src,tgt", "--encoder-langtok", "src",
+          "--decoder-langtok",
           "--share-all-embeddings", "--max-update", "30", "--dropout", "0",
           "--encoder-layers", "2", "--decoder-layers", "2")
     return str(save / "checkpoint_last.pt")
@@ -96,20 +102,58 @@ def test_the_exports_without_language_tokens_refuse_it_by_name(multilingual, tmp
     assert sorted(os.listdir(tmp_path)) == []
 
 
-def test_source_use_refuses_it_naming_the_task_and_what_to_do(toy_data, multilingual, capsys):
+def test_source_use_measures_each_direction_as_fairseq_batches_and_scores_it(toy_data,
+                                                                            multilingual):
+    from fairseq.criterions.cross_entropy import CrossEntropyCriterion
+
+    model, task, _update = source_use.load(multilingual, str(toy_data))
+    batches = source_use.direction_batches(task, "valid", sentences=6)
+    assert list(batches) == ["src-tgt", "tgt-src"]
+    # the reference: fairseq's own validation set, the directions concatenated in that order
+    task.load_dataset("valid")
+    whole = task.dataset("valid")
+    starts = dict(zip(batches, [0, whole.cumulative_sizes[0]]))
+    model.eval()
+    for direction, batch in batches.items():
+        source, target = direction.split("-")
+        langtok = task.source_dictionary.index
+        # the language tokens as in training: the source's in each source (left-padded), the
+        # target's first in each target (the decoder's input is it after end-of-sentence)
+        assert ((batch["net_input"]["src_tokens"] == langtok(f"__{source}__")).sum(1) == 1).all()
+        assert (batch["target"][:, 0] == langtok(f"__{target}__")).all()
+        assert (batch["net_input"]["prev_output_tokens"][:, 1] == langtok(f"__{target}__")).all()
+        reference = whole.collater([whole[starts[direction] + i] for i in range(6)])
+        with torch.no_grad():
+            loss, size, _ = CrossEntropyCriterion(task, sentence_avg=False)(model, reference)
+        result = source_use.measure(model, batch, task.target_dictionary.pad())
+        assert result["nll_true"] == pytest.approx(loss.item() / size / math.log(2), rel=1e-5)
+        assert 1 <= source_use.distinct_greedy(model, task, batch, target) <= 6
+
+
+def test_source_use_writes_a_row_per_direction_and_refuses_an_unknown_one(toy_data,
+                                                                         multilingual,
+                                                                         tmp_path, capsys):
+    out = tmp_path / "use.csv"
+    assert source_use.main([str(toy_data), "--checkpoints", multilingual, "--sentences", "4",
+                            "--out", str(out)]) == 0
+    with open(out) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["direction"] for row in rows] == ["src-tgt", "tgt-src"]
+    assert all(float(row["nll_shuffled"]) - float(row["nll_true"])
+               == pytest.approx(float(row["source_gain"]), abs=1e-4) for row in rows)
+    capsys.readouterr()
     with pytest.raises(SystemExit) as stop:
-        source_use.main([str(toy_data), "--checkpoints", multilingual])
+        source_use.main([str(toy_data), "--checkpoints", multilingual,
+                         "--directions", "src-tgt", "tgt-xx"])
     assert stop.value.code == 2
-    err = capsys.readouterr().err
-    assert "its task is 'translation_multi_simple_epoch'" in err
-    assert "deepnet_fairseq.load(CHECKPOINT, source_lang=..., target_lang=...)" in err
+    assert "--directions tgt-xx:" in capsys.readouterr().err
 
 
 # fairseq's tasks by hand: those whose batches are one direction of a LanguagePairDataset
 # (TranslationTask and the tasks built on it, the plugin's included) and those that are not
 @pytest.mark.parametrize("name,measured", [
     ("translation", True), ("translation_lev", True), ("translation_from_pretrained_bart", True),
-    ("translation_multi_simple_epoch", False), ("multilingual_translation", False),
+    ("translation_multi_simple_epoch", True), ("multilingual_translation", False),
     ("language_modeling", False), ("masked_lm", False), ("no_such_task", False)])
 @pytest.mark.parametrize("as_namespace", [False, True])
 def test_source_use_measures_the_translation_tasks_alone(name, measured, as_namespace):

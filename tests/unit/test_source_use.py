@@ -74,3 +74,21 @@ def test_cli_rejects_missing_checkpoints(toy_data, capsys):
         main([str(toy_data), "--checkpoints", "no/such/checkpoint.pt"])
     assert stop.value.code == 2
     assert "checkpoint(s) not found: no/such/checkpoint.pt" in capsys.readouterr().err
+
+
+def test_a_collapsed_encoder_has_zero_spread_and_no_gain(toy_data):
+    model, task, _cfg = build(toy_data, "deepnet_transformer_tiny", "--share-all-embeddings")
+    batch = sample_batch(task, size=8)
+    pad = task.target_dictionary.pad()
+    working = measure(model, batch, pad)
+    assert working["encoder_spread"] > 0.1
+    with torch.no_grad():  # Post-LN: the last layer ends in its LayerNorm, now its bias alone
+        model.encoder.layers[-1].final_layer_norm.weight.zero_()
+        model.encoder.layers[-1].final_layer_norm.bias.normal_()
+    collapsed = measure(model, batch, pad)
+    # one and the same vector for every token of every sentence: nothing of the source is left
+    assert collapsed["encoder_spread"] == pytest.approx(0.0, abs=1e-6)
+    assert collapsed["source_gain"] == pytest.approx(0.0, abs=1e-6)
+    # while the cross-attention still adds to the decoder's state: a blind decoder looks alike
+    # in the gain, the spread tells the two apart
+    assert collapsed["share.cross"] > 0
