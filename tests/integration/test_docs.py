@@ -74,6 +74,8 @@ DOC_COMMANDS = [
     (r"bash scripts/quickstart\.sh", ".ci/run"),
     (r"bash scripts/quickstart\.sh --help", "tests/integration/test_recipe_scripts.py::test_quickstart_help_dry_run_and_thin_wrapper"),
     (r"pip install torch==.*", ".ci/run"),
+    (r"fairseq-train .*--criterion label_smoothed_cross_entropy_with_source_gain .*",
+     "tests/unit/test_source_gain_criterion.py::test_fairseq_train_logs_it_at_every_validation"),
     (r"fairseq-train DATA_BIN --user-dir deepnet_fairseq --arch deepnet_transformer_18_18 .*",
      "tests/slow/test_train_generate.py::test_train_generate_resume_average_from_source_tree"),
     (r"fairseq-generate DATA_BIN --user-dir deepnet_fairseq .*",

@@ -17,7 +17,7 @@ LAYERS = [
     ("storage", ["storage", "corpora"]),
     ("nn", ["nn", "data_threads"]),  # the training hooks register() installs
     ("models", ["models"]),
-    ("tasks", ["tasks"]),
+    ("tasks", ["tasks", "criterions"]),  # what fairseq-train is given by name
     ("tools", ["export", "hf_export", "hf_card", "hub", "average_checkpoints", "spm", "cli",
                "fairseq_train_compat", "processes", "plotting", "fairseq_log"]),
     ("diagnostics", ["diagnostics"]),
