@@ -48,7 +48,8 @@ USER_DIR = os.path.dirname(os.path.abspath(__file__))
 
 def register() -> None:
     """Register the plugin with fairseq (idempotent: Python imports each module once)."""
-    from . import criterions, data_threads, models, tasks  # noqa: F401  (their registrations)
+    from . import data_threads, models, tasks  # noqa: F401  (their registrations)
+    from .criterions import source_gain  # noqa: F401  (its registration)
     from .nn import fsdp, zero
     from .storage import checkpoint_compat  # noqa: F401  (its registrations)
     from .storage.checkpoint_io import load_fairseq_checkpoints_weights_only

@@ -65,6 +65,8 @@ def one_line(text: str) -> str:
                    for char in text)
 VALID_LOSS = re.compile(_VALID + r"loss (\S+)", re.MULTILINE)
 VALID_NLL = re.compile(_VALID + r"[^\n]*?\| nll_loss (\S+)", re.MULTILINE)
+# the plugin's criterion label_smoothed_cross_entropy_with_source_gain adds it to the valid line
+VALID_SOURCE_GAIN = re.compile(_VALID + r"[^\n]*?\| source_gain (\S+)", re.MULTILINE)
 UPDATES = re.compile(_PROGRESS + r"[^\n]*?\bnum_updates[= ](\d+)", re.MULTILINE)
 _ERROR = re.compile(r"^\S*(Error|Exception)\b.*$|^error: .*$", re.MULTILINE)
 TRAIN_LOSS = re.compile(_record("train_inner") + r"[^\n]*?\bloss=([^,\s]+)", re.MULTILINE)
@@ -99,6 +101,13 @@ def valid_nll(line: str) -> Optional[float]:
     other line."""
     nll = VALID_NLL.search(line) or VALID_LOSS.search(line)
     return as_number(nll.group(1)) if nll else None
+
+
+def source_gain(line: str) -> Optional[float]:
+    """The source gain (bits) of a fairseq valid line of the criterion that logs it; None for
+    any other line."""
+    gain = VALID_SOURCE_GAIN.search(line)
+    return as_number(gain.group(1)) if gain else None
 
 
 def stalled(nll: float, baseline: float, margin: float = STALLED_MARGIN) -> bool:
@@ -169,6 +178,9 @@ def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 
     last_valid: Optional[float] = valid[-1] if valid else None
     result = {"last_valid_loss": last_valid, "last_valid_nll": nll[-1] if nll else None,
               "num_updates": max(updates) if updates else 0}
+    gains = [float(gain) for gain in VALID_SOURCE_GAIN.findall(log_text)]
+    if gains:  # a run with SOURCE_GAIN=1
+        result["last_source_gain"] = gains[-1]
     uniform = math.log2(vocab_size)
     diverged = next((line.strip() for line in log_text.splitlines()
                      if _DIVERGED.search(line)), None)

@@ -1,5 +1,6 @@
-"""fairseq criterions of the plugin, registered when fairseq loads it:
+"""fairseq criterions of the plugin, registered when fairseq loads it (``register``):
 ``label_smoothed_cross_entropy_with_source_gain`` (``source_gain``: fairseq's
-label-smoothed cross-entropy that also logs, at every validation, how much the source helps)."""
+label-smoothed cross-entropy that also logs, at every validation, how much the source helps).
+Their names are here, importable without fairseq (the recipes build command lines with them)."""
 
-from . import source_gain  # noqa: F401  (registers the criterion)
+SOURCE_GAIN = "label_smoothed_cross_entropy_with_source_gain"

@@ -22,7 +22,7 @@ from fairseq.criterions import register_criterion
 from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterion, LabelSmoothedCrossEntropyCriterionConfig)
 
-NAME = "label_smoothed_cross_entropy_with_source_gain"
+from . import SOURCE_GAIN as NAME
 
 
 @register_criterion(NAME, dataclass=LabelSmoothedCrossEntropyCriterionConfig)

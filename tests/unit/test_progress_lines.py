@@ -209,3 +209,18 @@ def test_a_resumed_attempt_shows_the_last_earlier_validation_of_the_weights_it_c
         "num_updates 600", "num_updates 1000"))  # this attempt's own validation wins
     assert "validation nll 2.90 bits at update 1000" in progress.line()
     assert runlog.Progress(total=1000, earlier="").line().endswith("0 min 00 s elapsed")
+
+
+def test_a_run_with_source_gain_shows_it_and_keeps_it_in_its_status():
+    # SOURCE_GAIN=1: the plugin's criterion adds source_gain to fairseq's valid line
+    line = VALID.replace("| ppl 11.39", "| source_gain 2.83 | ppl 11.39")
+    progress = runlog.Progress(total=1000)
+    progress.feed(line)
+    assert "validation nll 3.51 bits, source gain 2.83 bits at update 600" in progress.line()
+    assert runlog.classify(line, 0, vocab_size=1024)["last_source_gain"] == 2.83
+    assert "last_source_gain" not in runlog.classify(VALID, 0, vocab_size=1024)
+    # resumed, from the earlier attempt's line; a line without it shows none
+    resumed = runlog.Progress(total=1000, earlier=VALID + line)
+    resumed.feed(RESUMED.replace("@ 150 updates", "@ 600 updates"))
+    assert "source gain 2.83 bits at update 600" in resumed.line()
+    assert "source gain" not in runlog.Progress(total=1000, earlier=VALID).line()

@@ -10,7 +10,10 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 
 from deepnet_fairseq.criterions.source_gain import NAME, SourceGainCriterion
 from deepnet_fairseq.diagnostics.source_use import measure
-from support import build, sample_batch, train
+from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
+from deepnet_fairseq.recipes.run.layout import plan_layout
+from deepnet_fairseq.recipes.spec.settings import resolve
+from support import REPO, build, sample_batch, train
 
 
 @pytest.fixture
@@ -71,3 +74,15 @@ def test_fairseq_train_logs_it_at_every_validation(toy_data, tmp_path):
     assert len(valid) >= 2 and all("| source_gain " in line for line in valid)
     train_lines = [line for line in log.splitlines() if "train_inner" in line]
     assert train_lines and not any("source_gain" in line for line in train_lines)
+
+
+@pytest.mark.parametrize("setting,criterion", [(None, "label_smoothed_cross_entropy"),
+                                               ("0", "label_smoothed_cross_entropy"),
+                                               ("1", NAME)])
+def test_the_recipes_train_with_it_when_source_gain_is_1(setting, criterion):
+    settings = {"DEVICE": "cpu", "SIZE": "smoke", "DEEPNET_WORK": "/nonexistent",
+                **({"SOURCE_GAIN": setting} if setting else {})}
+    cfg = resolve("wmt17", settings, REPO)
+    command = train_command(cfg, plan_layout(cfg, {}), method_args(cfg), task_args(cfg, True))
+    assert command[command.index("--criterion") + 1] == criterion
+    assert command[command.index("--label-smoothing") + 1] == cfg.text.optim.label_smoothing

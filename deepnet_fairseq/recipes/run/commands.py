@@ -8,6 +8,7 @@ import sys
 from typing import List
 
 from ... import methods
+from ...criterions import SOURCE_GAIN
 from .layout import Layout
 from .train_args import check_train_args, train_args_of
 from ..spec.paths import paths
@@ -87,7 +88,8 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
             "--lr-scheduler", "inverse_sqrt", "--warmup-updates", optim.warmup,
             "--warmup-init-lr", optim.warmup_init_lr, "--clip-norm", optim.clip_norm,
             "--weight-decay", optim.weight_decay,
-            "--criterion", "label_smoothed_cross_entropy",
+            "--criterion", (SOURCE_GAIN if cfg.run.source_gain
+                            else "label_smoothed_cross_entropy"),
             "--label-smoothing", optim.label_smoothing,
             "--max-update", optim.max_update, "--max-epoch", optim.max_epoch,
             "--seed", cfg.text.run.seed,

@@ -26,7 +26,8 @@ from typing import Dict, Optional
 from .. import cli_parser
 from ...storage.records import write_record
 from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
-from ...fairseq_log import RESUMED, UPDATES, VALID_LOSS, as_number, classify, valid_nll
+from ...fairseq_log import (RESUMED, UPDATES, VALID_LOSS, as_number, classify, source_gain,
+                            valid_nll)
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
 # sentences, ETA) this often
@@ -81,10 +82,10 @@ def eta(done: float, total: float, first: Optional[tuple], now: float) -> str:
 
 class Progress:
     """Reads fairseq-train's output as it comes and makes one line of where the run is:
-    update (of ``total``; 0 when an epoch limit decides), last validation nll (``valid_nll``),
-    elapsed time and an ETA from this attempt's own rate (a resumed attempt starts at its
-    checkpoint's update, from fairseq's note that it loaded it: its first record may be many
-    minutes away at depth). ``earlier``, the run's log before this attempt, gives a resumed
+    update (of ``total``; 0 when an epoch limit decides), last validation nll (``valid_nll``)
+    and source gain (``SOURCE_GAIN=1``), elapsed time and an ETA from this attempt's own rate
+    (a resumed attempt starts at its checkpoint's update, from fairseq's note that it loaded
+    it: its first record may be many minutes away at depth). ``earlier``, the run's log before this attempt, gives a resumed
     attempt the last validation at or before its checkpoint until it validates itself: at
     depth that is an hour or more away, and "no validation yet" would say what is not so."""
 
@@ -93,8 +94,8 @@ class Progress:
         self.start = time.time()
         self.first: Optional[tuple] = None  # (update, time) of this attempt's first record
         self.update = 0
-        self.valid: Optional[tuple] = None  # (update, nll in bits)
-        self.earlier = [(int(UPDATES.search(line).group(1)), valid_nll(line))
+        self.valid: Optional[tuple] = None  # (update, nll, source gain or None; bits)
+        self.earlier = [(int(UPDATES.search(line).group(1)), valid_nll(line), source_gain(line))
                         for line in earlier.splitlines()
                         if valid_nll(line) is not None and UPDATES.search(line)]
         self.lock = threading.Lock()
@@ -108,7 +109,7 @@ class Progress:
             if self.first is None:
                 self.first = (self.update, time.time())
             if nll is not None:
-                self.valid = (self.update, nll)
+                self.valid = (self.update, nll, source_gain(line))
 
     def line(self) -> str:
         with self.lock:
@@ -116,10 +117,12 @@ class Progress:
             text = (f"update {update}/{self.total} ({update / self.total:.0%})" if self.total
                     else f"update {update}")
             # an earlier attempt's validation past this one's checkpoint was of weights that
-            # this attempt does not continue from
-            valid = self.valid or max((item for item in self.earlier if item[0] <= update),
-                                      default=None)
-            text += (f", validation nll {valid[1]:.2f} bits at update {valid[0]}"
+            # this attempt does not continue from; of two at one update, the later in the log
+            valid = self.valid or max((item for item in reversed(self.earlier)
+                                       if item[0] <= update),
+                                      default=None, key=lambda item: item[0])
+            gain = f", source gain {valid[2]:.2f} bits" if valid and valid[2] is not None else ""
+            text += (f", validation nll {valid[1]:.2f} bits{gain} at update {valid[0]}"
                      if valid else ", no validation yet")
             return (text + f", {minutes(now - self.start)} elapsed"
                     + eta(update, self.total, self.first, now))

@@ -177,6 +177,10 @@ SETTINGS: Dict[str, Setting] = {
     "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
     "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
+    "SOURCE_GAIN": _s("0|1", "1: log the source gain (bits a target token gains from its own "
+                             "source over another sentence's) at every validation, with the "
+                             "criterion label_smoothed_cross_entropy_with_source_gain; "
+                             "validation takes about twice as long", "0"),
     "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True),
                affects=TRAINED),  # numpy's: 32-bit
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100", bounds=AT_LEAST_ONE),
