@@ -33,16 +33,22 @@ class SourceGainCriterion(LabelSmoothedCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         loss, sample_size, logging_output = super().forward(model, sample, reduce=reduce)
         net_input = sample["net_input"]
-        if (model.training or not reduce or "src_tokens" not in net_input
-                or net_input["src_tokens"].size(0) < 2):
+        if model.training or not reduce or "src_tokens" not in net_input:
             return loss, sample_size, logging_output
-        shuffled = {**net_input, "src_tokens": net_input["src_tokens"].roll(1, dims=0),
-                    "src_lengths": net_input["src_lengths"].roll(1, dims=0)}
-        _, nll_shuffled = self.compute_loss(model, model(**shuffled), sample, reduce=True)
-        # the measured batches' own nll and tokens: a batch of one sentence is not measured
-        logging_output.update(nll_shuffled=nll_shuffled.data,
-                              nll_measured=logging_output["nll_loss"],
-                              ntokens_measured=sample["ntokens"])
+        # the measured batches' own nll and tokens beside the shuffled nll. A batch of one
+        # sentence has no other source to give it: zeros, never absent, because fairseq sums a
+        # validation batch's outputs across workers key by key, and every worker must send
+        # the same keys
+        nll = logging_output["nll_loss"]
+        measured = {"nll_shuffled": nll.new_zeros(()), "nll_measured": nll.new_zeros(()),
+                    "ntokens_measured": 0}
+        if net_input["src_tokens"].size(0) > 1:
+            shuffled = {**net_input, "src_tokens": net_input["src_tokens"].roll(1, dims=0),
+                        "src_lengths": net_input["src_lengths"].roll(1, dims=0)}
+            _, nll_shuffled = self.compute_loss(model, model(**shuffled), sample, reduce=True)
+            measured = {"nll_shuffled": nll_shuffled.data, "nll_measured": nll,
+                        "ntokens_measured": sample["ntokens"]}
+        logging_output.update(measured)
         return loss, sample_size, logging_output
 
     @classmethod

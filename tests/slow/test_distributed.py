@@ -392,3 +392,24 @@ def test_workers_die_with_a_killed_torchrun(toy_data, tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# --- the source-gain criterion across workers ------------------------------------------------
+
+def test_the_source_gain_criterion_validates_with_two_processes(toy_data, tmp_path):
+    """fairseq sums each validation batch's outputs across the workers key by key: in batches
+    of 13, the 40 validation pairs end in a batch of one sentence, not measured, on one worker
+    while the other's batch is, and both must still send the same keys (without them, gloo's
+    all-reduce failed: "Connection reset by peer")."""
+    options = [option for option in TWO_PROCESSES if option != "--disable-validation"]
+    log = torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *options,
+                   "--arch", "deepnet_transformer_tiny", "--max-update", "2",
+                   "--criterion", "label_smoothed_cross_entropy_with_source_gain",
+                   "--label-smoothing", "0.1", "--batch-size-valid", "13",
+                   "--required-batch-size-multiple", "1",
+                   "--validate-interval-updates", "1", "--save-dir", tmp_path / "ck",
+                   "--no-save", timeout=300)
+    valid = [json.loads(line[line.index("{", line.index("valid")):]) for line in log.splitlines()
+             if re.search(r"\bvalid\b\W+\{", line)]
+    assert len(valid) >= 2
+    assert all(math.isfinite(float(record["valid_source_gain"])) for record in valid)

@@ -62,9 +62,14 @@ def test_a_decoder_blind_to_its_source_gains_nothing(model_task_batch):
     model.eval()
     criterion = SourceGainCriterion(task, sentence_avg=False, label_smoothing=0.1)
     assert _gain(criterion, model, batch) == pytest.approx(0.0, abs=1e-6)
-    # a batch of one sentence has no other source to give it: not measured, nothing logged
+    # a batch of one sentence has no other source to give it: not measured, nothing logged,
+    # yet its output has the measured batches' keys (fairseq sums them across workers)
     single = sample_batch(task, size=1)
     assert _gain(criterion, model, single) is None
+    with torch.no_grad():
+        keys = {name: set(criterion(model, batch)[2]) for name, batch in
+                (("one", single), ("eight", batch))}
+    assert keys["one"] == keys["eight"]
 
 
 def test_fairseq_train_logs_it_at_every_validation(toy_data, tmp_path):
