@@ -254,7 +254,8 @@ def main(argv=None) -> int:
     parser.add_argument("--checkpoints", nargs="+", required=True, help="checkpoint files")
     parser.add_argument("--subset", default="valid", help="held-out split (default: valid)")
     parser.add_argument("--sentences", type=int, default=256,
-                        help="sentence pairs in the measured batch, of each direction (default: 256)")
+                        help="sentence pairs in the measured batch of each direction "
+                             "(default: 256)")
     parser.add_argument("--directions", nargs="+", metavar="SRC-TGT",
                         help="a multilingual model's directions to measure (default: every "
                              "direction of the split)")
