@@ -178,7 +178,7 @@ def classify(log_text: str, exit_code: int, vocab_size: int, min_updates: int = 
     last_valid: Optional[float] = valid[-1] if valid else None
     result = {"last_valid_loss": last_valid, "last_valid_nll": nll[-1] if nll else None,
               "num_updates": max(updates) if updates else 0}
-    gains = [float(gain) for gain in VALID_SOURCE_GAIN.findall(log_text)]
+    gains = [as_number(gain) for gain in VALID_SOURCE_GAIN.findall(log_text)]
     if gains:  # a run with SOURCE_GAIN=1
         result["last_source_gain"] = gains[-1]
     uniform = math.log2(vocab_size)

@@ -45,7 +45,8 @@ from typing import Optional, Sequence
 _LANGUAGE_TOKEN = re.compile(r"^__[\w-]+__$")
 
 
-def _multilingual(task) -> bool:
+def is_multilingual(task) -> bool:
+    """Whether TASK is fairseq's translation_multi_simple_epoch (the OPUS-100 recipe's)."""
     return type(task).__name__ == "TranslationMultiSimpleEpochTask"
 
 
@@ -177,7 +178,7 @@ def translator_class():
                 task.build_generator = build_generator
             # a multilingual model starts its output with the target's language token
             self.language_tokens = {index for index, symbol in enumerate(self.tgt_dict.symbols)
-                                    if _LANGUAGE_TOKEN.match(symbol)} if _multilingual(task) \
+                                    if _LANGUAGE_TOKEN.match(symbol)} if is_multilingual(task) \
                 else set()
 
         def decode(self, tokens):

@@ -52,12 +52,14 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ..hub import is_multilingual
 from ..storage.fileio import add_force_argument, one_line_os_errors
 
 SUBLAYERS = ("self", "cross", "ffn")
-# the printed table's measured columns after the nll: (key, width)
-COLUMNS = (("nll_shuffled", 8), ("source_gain", 6), ("encoder_spread", 6), ("share.self", 6),
-           ("share.cross", 6), ("share.ffn", 6))
+# the printed table's measured columns after the nll: (key, head, width)
+COLUMNS = (("nll_shuffled", "nll_shuf", 8), ("source_gain", "gain", 6),
+           ("encoder_spread", "spread", 6), ("share.self", "self", 6),
+           ("share.cross", "cross", 6), ("share.ffn", "ffn", 6))
 
 
 def _first(dataset, sentences: int) -> Dict:
@@ -76,16 +78,12 @@ def direction_batches(task, subset: str, sentences: int) -> Dict[str, Dict]:
     a multilingual one, each its own first pairs, loaded direction by direction by the task's
     data manager (its validation set concatenates them: a batch of its first pairs would hold
     one direction alone)."""
-    if not _multilingual(task):
+    if not is_multilingual(task):
         name = f"{task.cfg.source_lang}-{task.cfg.target_lang}"
         return {name: held_out_batch(task, subset, sentences)}
     datasets, _params = task.data_manager.load_split_datasets(subset, training=False)
     # the data manager's keys are "CATEGORY:SRC-TGT" ("main:de-en")
     return {key.split(":")[-1]: _first(dataset, sentences) for key, dataset in datasets}
-
-
-def _multilingual(task) -> bool:
-    return hasattr(task, "data_manager")  # translation_multi_simple_epoch's, fairseq's own
 
 
 def _nll_bits(model, net_input, target, pad: int) -> float:
@@ -166,7 +164,7 @@ def distinct_greedy(model, task, batch, target_lang: Optional[str] = None) -> in
     model.eval()
     generator = SequenceGenerator([model], task.target_dictionary, beam_size=1,
                                   max_len_a=1.2, max_len_b=10)
-    if not _multilingual(task):
+    if not is_multilingual(task):
         hypotheses = generator.generate([model], batch)
     else:
         kept = task.args.target_lang
@@ -283,8 +281,9 @@ def main(argv=None) -> int:
     from .common import write_csv
 
     rows, batches = [], None
-    print(f"{'update':>7} {'direction':>9} {'nll':>7} {'nll_shuf':>8} {'gain':>6} {'spread':>6} "
-          f"{'self':>6} {'cross':>6} {'ffn':>6} {'distinct':>8}  checkpoint")  # COLUMNS' heads
+    print(f"{'update':>7} {'direction':>9} {'nll':>7} "
+          + " ".join(f"{head:>{width}}" for _key, head, width in COLUMNS)
+          + f" {'distinct':>8}  checkpoint")
     for path in args.checkpoints:
         try:
             model, task, update = load(path, args.data)
@@ -307,7 +306,7 @@ def main(argv=None) -> int:
                    **measure(model, batch, task.target_dictionary.pad())}
             rows.append(row)
             print(f"{update:>7} {direction:>9} {row['nll_true']:7.3f} "
-                  + " ".join(f"{row[key]:{width}.3f}" for key, width in COLUMNS)
+                  + " ".join(f"{row[key]:{width}.3f}" for key, _head, width in COLUMNS)
                   + f" {row['distinct']:>8}  {path}", flush=True)
     if args.out:
         fields = list(dict.fromkeys(key for row in rows for key in row))

@@ -85,9 +85,10 @@ class Progress:
     update (of ``total``; 0 when an epoch limit decides), last validation nll (``valid_nll``)
     and source gain (``SOURCE_GAIN=1``), elapsed time and an ETA from this attempt's own rate
     (a resumed attempt starts at its checkpoint's update, from fairseq's note that it loaded
-    it: its first record may be many minutes away at depth). ``earlier``, the run's log before this attempt, gives a resumed
-    attempt the last validation at or before its checkpoint until it validates itself: at
-    depth that is an hour or more away, and "no validation yet" would say what is not so."""
+    it: its first record may be many minutes away at depth). ``earlier``, the run's log before
+    this attempt, gives a resumed attempt the last validation at or before its checkpoint
+    until it validates itself: at depth that is an hour or more away, and "no validation yet"
+    would say what is not so."""
 
     def __init__(self, total: int, earlier: str = ""):
         self.total = total
@@ -95,9 +96,10 @@ class Progress:
         self.first: Optional[tuple] = None  # (update, time) of this attempt's first record
         self.update = 0
         self.valid: Optional[tuple] = None  # (update, nll, source gain or None; bits)
-        self.earlier = [(int(UPDATES.search(line).group(1)), valid_nll(line), source_gain(line))
+        self.earlier = [(int(updates.group(1)), nll, source_gain(line))
                         for line in earlier.splitlines()
-                        if valid_nll(line) is not None and UPDATES.search(line)]
+                        if (nll := valid_nll(line)) is not None
+                        and (updates := UPDATES.search(line))]
         self.lock = threading.Lock()
 
     def feed(self, line: str) -> None:
