@@ -33,11 +33,18 @@ SESSION_END_S = 5  # a session's processes left after its child: SIGTERM, SIGKIL
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 SESSION = "DEEPNET_FAIRSEQ_SESSION"  # "PID:TOKEN ..." : the launchers a process runs under
 
-EXIT = {"ok": 0, "failed": 1, "refused": 2, "diverged": 3}
+EXIT = {"ok": 0, "failed": 1, "refused": 2, "diverged": 3, "source-blind": 4}
 """The exit statuses of the recipes' steps and tools, one table for those that return them and
 those that read them: failed (a program, the disk), refused (a setting, a directory or a record
 the step may not use: one line, nothing done), diverged (training ended without a usable
-model); and, stopped by a signal, the shell's 128 + its number (``interrupted``)."""
+model), source-blind (training stopped: the model does not read its source,
+``STOP_SOURCE_BLIND``); and, stopped by a signal, the shell's 128 + its number
+(``interrupted``)."""
+ENDING = {code: name for name, code in EXIT.items()}
+"""An exit status's name (``EXIT`` read backwards)."""
+FINISHED = ("ok", "diverged", "source-blind")
+"""The statuses of a run that training again would not change: the next launch skips it
+(``RETRY=1`` trains it again); a sweep records it and goes on."""
 
 
 def interrupted(signum: int) -> int:

@@ -12,6 +12,7 @@ The helpers are in ``support.py``; the fixtures below are the toy corpus, binari
 session (by fairseq-preprocess's own main, in this process)."""
 
 import os
+import subprocess
 
 import pytest
 
@@ -23,6 +24,7 @@ deepnet_fairseq.register()  # the tests build models through fairseq in this pro
 pytest_plugins = ["release_server",  # its ``server`` fixture: the download tests, fast and slow
                   "reference_fairscale"]  # ``fairscale_reference``: fairscale, for comparisons only
 
+CHECKOUT = pytest.StashKey[set]()
 SLOW_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "slow")
 
 
@@ -38,6 +40,34 @@ def pytest_configure(config):
     for category, message, module in deepnet_fairseq.THIRD_PARTY_WARNINGS:
         config.addinivalue_line("filterwarnings",
                                 f"ignore:{message}:{category.__name__}:{module}")
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _checkout_entries():
+    """The checkout's top-level entries that git would not ignore."""
+    names = os.listdir(REPO_ROOT)
+    ignored = subprocess.run(["git", "check-ignore", "--stdin"], cwd=REPO_ROOT, text=True,
+                             input="\n".join(names), capture_output=True).stdout.split()
+    return set(names) - set(ignored)
+
+
+def pytest_sessionstart(session):
+    session.config.stash[CHECKOUT] = _checkout_entries()
+
+
+def pytest_sessionfinish(session):
+    """A test writes into its own temporary directories, never into the checkout: fairseq's
+    default ./checkpoints of a run launched from it, for one, would be left beside the code
+    (and committed by the next careless `git add`). What appeared fails the session."""
+    before = session.config.stash.get(CHECKOUT, None)
+    written = sorted(_checkout_entries() - before) if before is not None else []
+    if written:
+        session.config.get_terminal_writer().line(
+            f"the tests wrote into the checkout {REPO_ROOT}: {', '.join(written)} (run the "
+            "program that wrote it in a temporary working directory)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(items):

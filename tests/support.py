@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from typing import List, Sequence
 
@@ -129,6 +130,10 @@ def fairseq_train(argv: Sequence[str]) -> str:
     argv = list(map(str, argv))
     if "--data-buffer-size" not in argv:
         argv += ["--data-buffer-size", "0"]
+    scratch = None
+    if "--save-dir" not in argv:  # fairseq makes its default ./checkpoints even with --no-save
+        scratch = tempfile.TemporaryDirectory(prefix="fairseq-save-")
+        argv += ["--save-dir", scratch.name]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
     cfg = convert_namespace_to_omegaconf(args)
     log = io.StringIO()
@@ -151,6 +156,8 @@ def fairseq_train(argv: Sequence[str]) -> str:
                 for added in set(logger.handlers) - set(saved.get(name, [])):
                     logger.removeHandler(added)
                     added.close()
+        if scratch is not None:
+            scratch.cleanup()
     return log.getvalue()
 
 

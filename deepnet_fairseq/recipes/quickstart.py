@@ -37,7 +37,7 @@ from typing import Dict, Mapping
 from . import cli_parser
 from .evaluation.distinct import counted
 from .run.runlog import minutes
-from ..processes import EXIT, Interrupted, interrupted, signal_of, signals_interrupt
+from ..processes import ENDING, EXIT, Interrupted, interrupted, signal_of, signals_interrupt
 from .spec.settings import SettingError, Settings, from_env, home, resolve
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
@@ -121,8 +121,7 @@ def run(cfg: Settings) -> Dict:
     if signal_of(code):
         raise Interrupted(signal_of(code))
     if code:
-        ending = "diverged" if code == EXIT["diverged"] else "failed"
-        raise QuickstartError(f"training ended {ending}; see "
+        raise QuickstartError(f"training ended {ENDING.get(code, 'failed')}; see "
                               f"{where.run_dir}/status.json and train.log")
     log(f"3/3 evaluate: fairseq-generate (beam {cfg.text.eval.beam}) + sacreBLEU on the test set")
     code = pipeline.evaluate(cfg)

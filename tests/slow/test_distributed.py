@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 
 import pytest
 import torch
@@ -50,8 +51,10 @@ def torchrun(*args, timeout=600, nproc=2, pythonpath=()) -> str:
     # sys.path starts at its own folder rather than the working directory
     path = os.pathsep.join(filter(None, [REPO, *map(str, pythonpath),
                                          os.environ.get("PYTHONPATH")]))
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
+    with tempfile.TemporaryDirectory() as scratch:  # the working directory: fairseq makes
+        # its default ./checkpoints there even with --no-save
+        proc = subprocess.run(cmd, cwd=scratch, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
     output = proc.stdout + proc.stderr
     errors = "\n".join(line for line in output.splitlines() if "Error" in line)
     assert proc.returncode == 0, (f"torchrun exited {proc.returncode}; its errors:\n{errors}\n"
@@ -368,7 +371,7 @@ def test_workers_die_with_a_killed_torchrun(toy_data, tmp_path):
              "--master_addr", "127.0.0.1", "--master_port", str(free_port()), "-m",
              "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES, "--arch",
              "deepnet_transformer_tiny", "--max-update", "1000000", "--no-save"],
-            cwd=REPO, stdout=output, stderr=subprocess.STDOUT,
+            cwd=tmp_path, stdout=output, stderr=subprocess.STDOUT,  # its ./checkpoints there
             env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path})
     workers = []
     try:

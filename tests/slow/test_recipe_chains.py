@@ -65,14 +65,23 @@ def wmt17(tmp_path_factory):
 
 
 def test_wmt17_sweep_with_forced_divergence(wmt17):
-    runs = "deepnet:1:1 post_ln:1:1 post_ln:1:1:LR=1000 deepnet:2:2 post_ln:2:2"
+    # the third: a model left at its initialization (LR=1e-9) does not read its source, which
+    # the source gain says at its first validation (update 10)
+    blind = "deepnet:1:1:LR=1e-9:SOURCE_GAIN=1:STOP_SOURCE_BLIND=10"
+    runs = f"deepnet:1:1 post_ln:1:1 post_ln:1:1:LR=1000 {blind} deepnet:2:2 post_ln:2:2"
     recipe("wmt17", "sweep", wmt17, RUNS=runs)
     rows, table = results(wmt17)
-    assert set(rows) == {"deepnet-1L-1L", "post_ln-1L-1L", "post_ln-1L-1L+LR=1000",
+    blind_run = "deepnet-1L-1L+LR=1e-9+SOURCE_GAIN=1+STOP_SOURCE_BLIND=10"
+    assert set(rows) == {"deepnet-1L-1L", "post_ln-1L-1L", "post_ln-1L-1L+LR=1000", blind_run,
                          "deepnet-2L-2L", "post_ln-2L-2L"}
-    # the forced divergence is recorded, and the sweep went on to train and score later runs
+    # the forced divergence and the stop are recorded, and the sweep went on to train and
+    # score later runs
     assert rows["post_ln-1L-1L+LR=1000"]["status"] == "diverged"
     assert "| post_ln (LR=1000) | diverged |" in table
+    assert rows[blind_run]["status"] == "source-blind"
+    blind_status = json.load(open(wmt17 / "runs" / blind_run / "status.json"))
+    assert blind_status["num_updates"] == 10 and blind_status["last_source_gain"] < 0.1
+    assert not (wmt17 / "runs" / blind_run / "eval").exists()  # not evaluated
     for name in ("deepnet-1L-1L", "post_ln-1L-1L", "deepnet-2L-2L", "post_ln-2L-2L"):
         row = rows[name]
         assert row["status"] == "ok", row
@@ -86,7 +95,7 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
     assert rows["post_ln-1L-1L+LR=1000"]["stalled"] in ("", "False")
     # a finished sweep is not redone: re-running only rewrites the table
     again = recipe("wmt17", "sweep", wmt17, RUNS=runs)
-    assert again.stderr.count("already finished") == 5
+    assert again.stderr.count("already finished") == 6
     # the curves tool keeps a run's records: its last validation is the status's
     kept = wmt17 / "kept"
     kept.mkdir()  # an output's directory is the caller's to make (the tools create none)

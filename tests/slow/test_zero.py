@@ -346,7 +346,7 @@ def test_zero1_on_one_process_has_nothing_to_shard(runs):
     assert sorted(losses(runs, "E")) == [1, 2]
 
 
-def test_fairseq_train_with_the_user_dir_shards_with_torch(toy_data):
+def test_fairseq_train_with_the_user_dir_shards_with_torch(toy_data, tmp_path):
     """The recipes' GPU launch is fairseq-train itself with --user-dir: fairseq imports the
     plugin (register) before it builds the trainer, so its shard_ is the plugin's (one CPU
     process: the plugin's one-process line)."""
@@ -355,7 +355,7 @@ def test_fairseq_train_with_the_user_dir_shards_with_torch(toy_data):
     proc = subprocess.run(
         ["fairseq-train", str(toy_data),
          *ONE_PROCESS, *ZERO, "--max-update", "1", "--no-save"],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,  # its ./checkpoints there
         env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "--zero-sharding os with one process: nothing to shard" in proc.stdout + proc.stderr

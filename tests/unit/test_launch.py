@@ -530,6 +530,51 @@ def test_a_run_that_stays_at_a_uniform_guess_is_stopped_early():
     assert watch.stopped["num_updates"] == 300
 
 
+def gain_line(update, gain, loss=6.0):
+    return valid_line(update, loss).replace("| nll_loss 1 |",
+                                            f"| nll_loss 1 | source_gain {gain} |")
+
+
+def test_source_blind_watch_stops_at_the_first_validation_from_its_update_below_the_bar():
+    watch = runlog.SourceBlindWatch(after=3000)
+    # before its update a blind validation is allowed; a line without a gain is not judged
+    for line in (gain_line(1000, 0.0), gain_line(2800, 0.02), valid_line(3000, 6.0),
+                 gain_line(3000, 0.1), gain_line(3200, 1.7)):
+        assert not watch.feed(line), line
+    assert watch.feed(gain_line(3400, 0.099, loss=5.5))
+    assert watch.stopped["status"] == "source-blind" and watch.stopped["num_updates"] == 3400
+    assert watch.stopped["last_source_gain"] == 0.099 and watch.stopped["last_valid_loss"] == 5.5
+    assert "stopped at update 3400: source gain 0.099 bits < 0.1" in watch.stopped["reason"]
+    assert "STOP_SOURCE_BLIND=3000, 0 trains on" in watch.stopped["reason"]
+    assert watch.feed(gain_line(3600, 2.0))  # stopped stays stopped
+    # a gain that is not a number is no reading of the source either
+    assert runlog.SourceBlindWatch(after=1).feed(gain_line(5, "nan"))
+    never = runlog.SourceBlindWatch(after=0)
+    assert not any(never.feed(gain_line(u, 0.0)) for u in range(1, 20))
+
+
+def test_a_source_blind_stop_has_its_own_exit_status_and_finishes_the_run():
+    assert processes.EXIT["source-blind"] not in {
+        code for name, code in processes.EXIT.items() if name != "source-blind"}
+    assert processes.ENDING[processes.EXIT["source-blind"]] == "source-blind"
+    assert set(processes.FINISHED) == {"ok", "diverged", "source-blind"}
+
+
+@pytest.mark.parametrize("given,refused", [
+    ({"STOP_SOURCE_BLIND": "10"}, "only SOURCE_GAIN=1 logs"),
+    ({"STOP_SOURCE_BLIND": "21", "SOURCE_GAIN": "1"}, "beyond MAX_UPDATE=20"),
+    ({"STOP_SOURCE_BLIND": "20", "SOURCE_GAIN": "1"}, None),
+    ({"STOP_SOURCE_BLIND": "0"}, None)])
+def test_stop_source_blind_needs_the_gain_and_an_update_the_run_reaches(given, refused):
+    env = {"DEVICE": "cpu", "SIZE": "smoke", **given}  # smoke: MAX_UPDATE=20
+    if refused is None:
+        assert settings.resolve("wmt17", env, REPO).run.stop_source_blind == int(
+            given["STOP_SOURCE_BLIND"])
+    else:
+        with pytest.raises(SettingError, match=refused):
+            settings.resolve("wmt17", env, REPO)
+
+
 def test_stop_diverged_is_a_setting_with_a_default():
     cfg = settings.resolve("wmt17", {"DEVICE": "cpu", "SIZE": "smoke"}, REPO)
     assert cfg["STOP_DIVERGED"] == "3"

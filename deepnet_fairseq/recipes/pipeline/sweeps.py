@@ -12,7 +12,7 @@ from ..reporting.report import main as report_main
 from ..run.commands import method_args, prepare_first, task_args, train_command
 from ..run.layout import plan_layout
 from ..run.runner import status_of, train
-from ...processes import EXIT, signal_of
+from ...processes import ENDING, signal_of
 from ..spec.paths import RunPaths, paths
 from ..spec.settings import SettingError, Settings, check_run_entry, resolve, run_label, run_name
 from ...storage.directories import MARKER, Busy, NotOurs, is_ours, make_dirs
@@ -138,8 +138,7 @@ def _train_and_evaluate(cfg: Settings, env: Mapping[str, str], spec, name: str,
         log(cfg, "sweep", f"{name}: interrupted; stopping the sweep (re-run it to resume)")
         return code
     if code:
-        log(cfg, "sweep", f"{name}: not evaluated "
-                          f"({'diverged' if code == EXIT['diverged'] else 'failed'}); going on")
+        log(cfg, "sweep", f"{name}: not evaluated ({ENDING.get(code, 'failed')}); going on")
         return 0
     try:
         code = evaluate(run_cfg, env)

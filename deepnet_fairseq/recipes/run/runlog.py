@@ -7,7 +7,8 @@ The paper's Table 1 writes "diverged" where a model could not be trained; the ru
 diverged, interrupted (``--signal``: the next launch resumes it), failed (retried by a sweep,
 where a diverged run is not) or ok are ``deepnet_fairseq/fairseq_log.py``'s, which the depth
 study shares. This module adds what the recipes show while a run goes on: the progress lines of
-training and decoding, and the watch that stops a diverged run early (``STOP_DIVERGED``).
+training and decoding, and the watches that stop a run early: a diverged one (``STOP_DIVERGED``)
+and one that does not read its source (``STOP_SOURCE_BLIND``).
 
 The status JSON (written atomically) also holds the last validation loss (``last_valid_loss``:
 the criterion's, label-smoothed with the recipes' ``label_smoothed_cross_entropy``), the last
@@ -26,8 +27,8 @@ from typing import Dict, Optional
 from .. import cli_parser
 from ...storage.records import write_record
 from ...storage.fileio import add_force_argument, check_tool_output, one_line_os_errors
-from ...fairseq_log import (RESUMED, UPDATES, VALID_LOSS, as_number, classify, source_gain,
-                            valid_nll)
+from ...fairseq_log import (RESUMED, SOURCE_BLIND_BITS, UPDATES, VALID_LOSS, as_number,
+                            classify, source_gain, valid_nll)
 
 PROGRESS_EVERY_S = 30  # a progress line (training: update, validation nll, ETA; decoding:
 # sentences, ETA) this often
@@ -64,6 +65,36 @@ class DivergenceWatch:
                           f"{self.uniform:.2f} (no better than a uniform guess) at "
                           f"{self.patience} validations in a row after the warmup "
                           f"(STOP_DIVERGED={self.patience}; 0 trains on)"}
+        return bool(self.stopped)
+
+
+class SourceBlindWatch:
+    """Watches fairseq-train's output for the source gain that ``SOURCE_GAIN=1`` logs: from
+    update ``after`` on, a validation whose gain is below ``SOURCE_BLIND_BITS`` (or not a
+    number) is a model that does not read its source. Its loss falls on and its end looks
+    "ok", so nothing else stops it: in the multilingual study such runs took hours before
+    their translations gave them away. ``feed`` returns True once that happened; ``after`` 0
+    never stops. Every validation from ``after`` on is judged by itself, so that a resumed
+    attempt judges as the first would have."""
+
+    def __init__(self, after: int):
+        self.after = after
+        self.stopped: Optional[Dict] = None
+
+    def feed(self, line: str) -> bool:
+        gain, updates = source_gain(line), UPDATES.search(line)
+        if gain is None or not updates or self.after <= 0 or self.stopped:
+            return bool(self.stopped)
+        update = int(updates.group(1))
+        if update >= self.after and not gain >= SOURCE_BLIND_BITS:
+            loss = VALID_LOSS.search(line)
+            self.stopped = {
+                "status": "source-blind", "num_updates": update,
+                "last_valid_loss": as_number(loss.group(1)) if loss else None,
+                "last_valid_nll": valid_nll(line), "last_source_gain": gain,
+                "reason": f"stopped at update {update}: source gain {gain:.3f} bits < "
+                          f"{SOURCE_BLIND_BITS:g} (the model does not read its source; "
+                          f"STOP_SOURCE_BLIND={self.after}, 0 trains on)"}
         return bool(self.stopped)
 
 

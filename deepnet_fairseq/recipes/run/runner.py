@@ -8,13 +8,16 @@ A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
   torchrun run to ``attempts/attempt-<N>.node<k>.log`` and ``train.node<k>.log`` instead;
 * global rank 0 alone writes ``config.json`` (settings, layout, command), ``command.sh`` and
   ``status.json``: ``running`` while it trains, then ``ok`` / ``diverged`` / ``failed`` from
-  its own log (``fairseq_log.classify``), or ``interrupted`` when the launch received SIGTERM,
-  SIGINT or SIGHUP (a scheduler's time limit, Ctrl-C), which it passes on to the processes;
-* exit status: 0 ok, 3 diverged, 1 failed, 128 + signal number when interrupted.
+  its own log (``fairseq_log.classify``), ``diverged`` or ``source-blind`` from the watch that
+  stopped it (``runlog``), or ``interrupted`` when the launch received SIGTERM, SIGINT or
+  SIGHUP (a scheduler's time limit, Ctrl-C), which it passes on to the processes;
+* exit status: ``processes.EXIT`` (0 ok, 1 failed, 3 diverged, 4 source-blind), 128 + signal
+  number when interrupted.
 
-The next launch of a run that is not ok or diverged resumes from ``checkpoint_last.pt``
-(fairseq's default ``--restore-file``; an unreadable one -- a copy truncated by the
-interruption, a corrupt file -- is first replaced by the newest readable update checkpoint); ``RETRY=1`` trains a finished run again.
+The next launch of a run that has not finished (``processes.FINISHED``) resumes from
+``checkpoint_last.pt`` (fairseq's default ``--restore-file``; an unreadable one -- a copy
+truncated by the interruption, a corrupt file -- is first replaced by the newest readable
+update checkpoint); ``RETRY=1`` trains a finished run again.
 """
 
 import datetime
@@ -29,7 +32,7 @@ from dataclasses import asdict
 from typing import List, Mapping, Optional, Tuple
 
 from ...fairseq_log import HEADER, classify, one_line, vocab_size
-from ...processes import EXIT, interrupted, run_forwarding
+from ...processes import EXIT, FINISHED, interrupted, run_forwarding
 from ..base.console import log
 from ..base.machine import cores, machine_memory_gb
 from . import runlog
@@ -206,7 +209,7 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     if problem:
         raise SettingError(problem)
     status = readable_status(run_dir)  # the one an attempt replaces: before anything is written
-    if not cfg.run.retry and status and status.get("status") in ("ok", "diverged"):
+    if not cfg.run.retry and status and status.get("status") in FINISHED:
         log(cfg, "train", f"{name} already finished ({status['status']}); RETRY=1 to train again")
         return EXIT[status["status"]]
     refuse_too_long(cfg, command)  # a valid or test pair fairseq would refuse after the work
@@ -306,7 +309,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     for path in logs:
         _append(path, header)
     log(cfg, "train", f"{name}: attempt {number}, log {logs[1]} (live)")
-    code, signum, watch = _run_fairseq(cfg, env, command, logs, lock)
+    code, signum, stopped = _run_fairseq(cfg, env, command, logs, lock)
     ending = f"signal {signal.Signals(signum).name}" if signum else f"exit code {code}"
     for path in logs:
         _append(path, f"{HEADER}{number} ended {_now()}: {ending}\n")
@@ -314,7 +317,7 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
         log(cfg, "train", f"{name}: node {layout.node_rank} done ({ending}); rank 0 writes "
                           "the status")
         return interrupted(signum) if signum else (0 if code == 0 else EXIT["failed"])
-    return _record_end(cfg, meta, logs, code, signum, watch)
+    return _record_end(cfg, meta, logs, code, signum, stopped)
 
 
 def _clean_up_after_an_interruption(cfg: Settings, name: str, where) -> None:
@@ -330,11 +333,13 @@ def _clean_up_after_an_interruption(cfg: Settings, name: str, where) -> None:
 
 def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs: List[str],
                  lock: RunLock):
-    """(exit code, signal, divergence watch) of the training COMMAND, its output into LOGS
-    line by line, validation lines and a progress line every PROGRESS_EVERY_S on stderr."""
+    """(exit code, signal, the record of the watch that stopped it or None) of the training
+    COMMAND, its output into LOGS line by line, validation lines and a progress line every
+    PROGRESS_EVERY_S on stderr."""
     name = cfg.text.run.run_name
-    watch = runlog.DivergenceWatch(_vocab_size(paths(cfg).bin), cfg.optim.warmup,
-                                   cfg.run.stop_diverged)
+    watches = [runlog.DivergenceWatch(_vocab_size(paths(cfg).bin), cfg.optim.warmup,
+                                      cfg.run.stop_diverged),
+               runlog.SourceBlindWatch(cfg.run.stop_source_blind)]
     with open(logs[1], encoding="utf-8", errors="replace") as handle:  # earlier attempts'
         progress = runlog.Progress(cfg.optim.max_update, earlier=handle.read())
 
@@ -342,7 +347,7 @@ def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs
         progress.feed(line)
         if "valid on '" in line:
             print("    " + line.rstrip(), file=sys.stderr, flush=True)
-        return watch.feed(line)
+        return any([watch.feed(line) for watch in watches])  # a list: every watch sees it
 
     def every_so_often(done: threading.Event):
         while not done.wait(PROGRESS_EVERY_S):
@@ -355,17 +360,17 @@ def _run_fairseq(cfg: Settings, env: Mapping[str, str], command: List[str], logs
     finally:
         done.set()
     log(cfg, "train", f"{name}: {progress.line()}")
-    return code, signum, watch
+    return code, signum, next((watch.stopped for watch in watches if watch.stopped), None)
 
 
 def _record_end(cfg: Settings, meta: dict, logs: List[str], code: int, signum: Optional[int],
-                watch) -> int:
-    """Rank 0's verdict on the attempt (its own log, or the divergence watch that stopped
-    it) into status.json; the step's exit status."""
+                stopped: Optional[dict]) -> int:
+    """Rank 0's verdict on the attempt (its own log, or STOPPED: the record of the watch that
+    stopped it) into status.json; the step's exit status."""
     where = paths(cfg)
     run_dir = where.run_dir
     with open(logs[0], encoding="utf-8", errors="replace") as handle:
-        result = watch.stopped if watch.stopped and not signum else classify(
+        result = stopped if stopped and not signum else classify(
             handle.read(), code, _vocab_size(where.bin), cfg.optim.warmup,
             signal.Signals(signum).name if signum else None)
     write_record(os.path.join(run_dir, "status.json"), "status", {**meta, **result})

@@ -31,6 +31,7 @@ from . import presets
 from ..datasets import DATASETS, SOURCES
 from ..base.machine import count_gpus
 from ..base.errors import SettingError
+from ...fairseq_log import SOURCE_BLIND_BITS
 
 PREFIX = "DEEPNET_"
 
@@ -174,13 +175,17 @@ SETTINGS: Dict[str, Setting] = {
                       affects=TRAINED),
     "RUN_NAME": _s("text", "run directory under $WORK/runs [METHOD-NL-ML]", scope="entry"),
     "RUN_LABEL": _s("text", "the run's label in the results table [METHOD]", scope="entry"),
-    "RETRY": _s("0|1", "1: train again a run whose status is ok or diverged", "0"),
+    "RETRY": _s("0|1", "1: train again a run whose status is ok, diverged or source-blind", "0"),
     "STOP_DIVERGED": _s("int", "stop a run (diverged) after this many validations in a row no "
                                "better than a uniform guess after the warmup; 0 trains on", "3"),
     "SOURCE_GAIN": _s("0|1", "1: log the source gain (bits a target token gains from its own "
                              "source over another sentence's) at every validation, with the "
                              "criterion label_smoothed_cross_entropy_with_source_gain; "
                              "validation takes about twice as long", "0"),
+    "STOP_SOURCE_BLIND": _s("int", "with SOURCE_GAIN=1: stop a run (source-blind) at its first "
+                                   "validation from this update on whose source gain is below "
+                                   f"{SOURCE_BLIND_BITS:g} bit, a model that does not read its "
+                                   "source; 0 trains on", "0"),
     "SEED": _s("int", "fairseq --seed", "1", bounds=(0, 2 ** 32, True),
                affects=TRAINED),  # numpy's: 32-bit
     "LOG_INTERVAL": _s("int", "fairseq --log-interval", "100", bounds=AT_LEAST_ONE),
@@ -750,14 +755,7 @@ def check_ranges(cfg: "Settings") -> None:
             rule = ("must be " + (f">= {lowest}" if inclusive else f"> {lowest}")
                     + (f" and < {highest}" if highest is not None else ""))
             bad(name, rule)
-    if "ADAM_BETAS" in cfg:
-        betas = [float(b) for b in cfg.text.optim.adam_betas.strip("() ").split(",")]
-        if not all(0 <= b < 1 for b in betas):
-            bad("ADAM_BETAS", "both betas must lie in [0, 1)")
-    if "MAX_UPDATE" in cfg and "MAX_EPOCH" in cfg and \
-            cfg.optim.max_update == 0 and cfg.optim.max_epoch == 0:
-        bad("MAX_UPDATE", "MAX_UPDATE and MAX_EPOCH are both 0, so training would never end; "
-                          "set one of them above 0")
+    _check_training(cfg, bad)
     if "BEAM" in cfg and "VOCAB" in cfg and cfg.eval.beam >= cfg.data.vocab:
         # fairseq's SequenceGenerator would quietly search with a beam of its vocabulary - 1
         bad("BEAM", f"must be smaller than VOCAB={cfg.text.data.vocab} (a beam that wide would be "
@@ -794,6 +792,26 @@ def check_ranges(cfg: "Settings") -> None:
             bad("ENCODING", "not a text encoding Python knows (e.g. utf-8, latin-1, cp1252)")
     if problems:
         raise SettingError("\n".join(problems))
+
+
+def _check_training(cfg: "Settings", bad: Callable[[str, str], None]) -> None:
+    """The training settings that must agree (check_ranges): BAD(name, rule) for each that
+    does not."""
+    if "ADAM_BETAS" in cfg:
+        betas = [float(b) for b in cfg.text.optim.adam_betas.strip("() ").split(",")]
+        if not all(0 <= b < 1 for b in betas):
+            bad("ADAM_BETAS", "both betas must lie in [0, 1)")
+    if "MAX_UPDATE" in cfg and "MAX_EPOCH" in cfg and \
+            cfg.optim.max_update == 0 and cfg.optim.max_epoch == 0:
+        bad("MAX_UPDATE", "MAX_UPDATE and MAX_EPOCH are both 0, so training would never end; "
+                          "set one of them above 0")
+    if "STOP_SOURCE_BLIND" in cfg and cfg.run.stop_source_blind:
+        if not cfg.run.source_gain:
+            bad("STOP_SOURCE_BLIND", "it reads the source gain, which only SOURCE_GAIN=1 logs; "
+                                     "set SOURCE_GAIN=1 too, or STOP_SOURCE_BLIND=0")
+        elif "MAX_UPDATE" in cfg and 0 < cfg.optim.max_update < cfg.run.stop_source_blind:
+            bad("STOP_SOURCE_BLIND", f"beyond MAX_UPDATE={cfg.text.optim.max_update}: the watch "
+                                     "would never look; set it lower, or 0")
 
 
 def unread(cfg: "Settings") -> Dict[str, str]:
