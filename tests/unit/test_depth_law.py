@@ -197,3 +197,28 @@ def test_curves_against_tokens_scale_each_run_by_its_own_batch(tmp_path, capsys)
     with pytest.raises(SystemExit):
         curves.main([str(tmp_path / "large"), "--tokens", "--plot", str(tmp_path / "u.png")])
     assert "does not record its tokens per update" in capsys.readouterr().err
+
+
+def test_the_size_panel_places_every_scored_run_at_its_parameters(tmp_path):
+    """Depth or size: each series' scored runs at (parameters without embeddings, average
+    BLEU), the wide control among them; a run that diverged is not a point."""
+    runs = tmp_path / "runs"
+    for n, bleu in ((6, 26.0), (50, 13.5)):
+        _run(runs, f"deepnet-{n}L-{n}L", "deepnet", n, n, 64, bleu)
+    _run(runs, "deepnet-6L-6L+EMBED_DIM=256", "deepnet", 6, 6, 256, 32.5,
+         label="deepnet (EMBED_DIM=256)")
+    _run(runs, "deepnet-100L-100L", "deepnet", 100, 100, 64, None)  # diverged
+    sizes = depth_law.size_points(depth_law.rows_of(str(runs), "opus100"))
+    # a 6L-6L Post-LN layer stack by hand: per layer 4 d^2 + 4 d attention weights, 2 d f + d
+    # + f feed-forward ones, LayerNorms 2 d each; the decoder's cross-attention once more
+    d, f = 64, 256
+    encoder_layer = (4 * d * d + 4 * d) + (2 * d * f + d + f) + 2 * 2 * d
+    decoder_layer = encoder_layer + (4 * d * d + 4 * d) + 2 * d
+    six = 6 * (encoder_layer + decoder_layer) / 1e6
+    assert [x for x, _ in sizes["deepnet"]] == pytest.approx([six, six * 50 / 6], abs=1e-3)
+    assert [y for _, y in sizes["deepnet"]] == [26.0, 13.5]
+    assert len(sizes["deepnet (EMBED_DIM=256)"]) == 1
+    (wide, bleu), = sizes["deepnet (EMBED_DIM=256)"]
+    assert bleu == 32.5 and wide == pytest.approx(
+        float(depth_law.layer_parameters(256, 1024, 6, 6)) / 1e6, abs=1e-3)
+    assert wide > sizes["deepnet"][-1][0]  # wider at 6L-6L than 50L-50L at 64

@@ -11,7 +11,7 @@ RUNS is a directory of run directories of a multilingual recipe (``WORK/runs``, 
   more, with R^2, beside the same fit of the paper's Table 2 rows;
 * ``depth_law.csv``: the rows, as the table;
 * ``depth_law.png``: average BLEU against depth, this study's series and fits beside the
-  paper's.
+  paper's, and between them the same runs against their parameters (depth or size?).
 
 A series is a row label of the sweep's report (``report.collect``: the method, and the settings
 that tell its runs apart), so the runs of a depth sweep that share their settings, the rule
@@ -127,15 +127,30 @@ def _rule_base_run(row: Dict) -> str:
     return f"{row['method']}-{rule.group(1)}L-{rule.group(1)}L{without_rule}"
 
 
-def series_points(rows: List[Dict]) -> Dict[str, List]:
-    """(layers in all, average BLEU) of each series' scored runs, by depth."""
+def series_members(rows: List[Dict]) -> Dict[str, List[Dict]]:
+    """The scored runs of each series, by depth (a rule series with its base depth's run)."""
     scored = {r["run"]: r for r in rows if r["status"] == "ok" and r["avg"] != ""}
-    points: Dict[str, set] = {}
+    members: Dict[str, Dict[str, Dict]] = {}
     for row in scored.values():
         base = scored.get(_rule_base_run(row))
         for member in (row, base) if base else (row,):
-            points.setdefault(row["label"], set()).add((member["layers"], float(member["avg"])))
-    return {label: sorted(pts) for label, pts in points.items()}
+            members.setdefault(row["label"], {})[member["run"]] = member
+    return {label: sorted(runs.values(), key=lambda r: (r["layers"], r["run"]))
+            for label, runs in members.items()}
+
+
+def series_points(rows: List[Dict]) -> Dict[str, List]:
+    """(layers in all, average BLEU) of each series' scored runs, by depth."""
+    return {label: sorted({(r["layers"], float(r["avg"])) for r in runs})
+            for label, runs in series_members(rows).items()}
+
+
+def size_points(rows: List[Dict]) -> Dict[str, List]:
+    """(parameters without embeddings in millions, average BLEU) of each series' scored runs:
+    depth and width on one axis, so that a shallow, wide control stands beside the deep runs
+    it was matched to."""
+    return {label: sorted({(float(r["params_m"]), float(r["avg"])) for r in runs})
+            for label, runs in series_members(rows).items()}
 
 
 def fits(rows: List[Dict]) -> Dict[str, Fit]:
@@ -187,17 +202,32 @@ def markdown(dataset: str, rows: List[Dict]) -> str:
 
 
 def plot(path: str, dataset: str, rows: List[Dict]) -> None:
+    """Three panels: this study's average BLEU by depth with its fits, the same runs by
+    parameters (depth or size?), the paper's Table 2 with its fits. A series of one depth
+    at the study's width is a tuning cell (grey); one at another width, the control (a star)."""
     plt = pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    ours, paper = axes
-    fitted = fits(rows)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    ours, by_size, paper = axes
+    fitted, sizes = fits(rows), size_points(rows)
+    widths = [r["width"] for r in rows]
+    study_width = max(set(widths), key=widths.count)
     single = "one depth only (tuning cells)"
     for label, pts in sorted(series_points(rows).items()):
+        width = series_members(rows)[label][0]["width"]
         if label in fitted:
             line, = ours.plot(*zip(*pts), "o")
+            style = {"color": line.get_color()}
+            by_size.plot(*zip(*sizes[label]), "o-", **style)
             _draw_fit(ours, fitted[label], pts, line.get_color(), label)
+        elif width != study_width:  # the matched-size control: its own entry
+            style = {"marker": "*", "markersize": 12, "color": "black", "linestyle": "none"}
+            ours.plot(*zip(*pts), label=f"{label}: {width} wide", **style)
+            by_size.plot(*zip(*sizes[label]), **style)
         else:  # a rate tried at one depth: context for the series, not a law of its own
-            ours.plot(*zip(*pts), "o", color="0.6", markerfacecolor="none", label=single)
+            style = {"marker": "o", "color": "0.6", "markerfacecolor": "none",
+                     "linestyle": "none"}
+            ours.plot(*zip(*pts), label=single, **style)
+            by_size.plot(*zip(*sizes[label]), **style)
             single = None  # one legend entry for all of them
     refs = [r for r in DATASETS[dataset].paper if r.bleu is not None]
     for method, fit in sorted(paper_fits(dataset).items()):
@@ -206,18 +236,32 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
         line, = paper.plot(*zip(*pts), "s")
         _draw_fit(paper, fit, pts, line.get_color(), method)
     depths = ({r["layers"] for r in rows}, {r.encoder_layers + r.decoder_layers for r in refs})
-    for ax, title, shown in ((ours, "this study", depths[0]),
-                             (paper, "the paper (Table 2, OPUS-100)", depths[1])):
+    for ax, shown in ((ours, depths[0]), (paper, depths[1])):
         report.depth_axis(ax, sorted(shown))
         ax.set_xlabel("layers (encoder + decoder)")
-        ax.set_ylabel("average BLEU")
+    _size_axis(by_size, [x for pts in sizes.values() for x, _ in pts])
+    for ax, title in zip(axes, ("this study, by depth", "the same runs by size: depth or width?",
+                                "the paper (Table 2, OPUS-100)")):
         ax.set_title(title, fontsize=10)
+    for ax in axes:
+        ax.set_ylabel("average BLEU")
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:  # below the panel: a series' laws name it in
             # full, too long to sit over its points
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))
     save_png(fig, path)
     plt.close(fig)
+
+
+def _size_axis(ax, sizes: List[float]) -> None:
+    """A log axis of millions of parameters, ticked 1-2-5 in plain numbers."""
+    ax.set_xscale("log")
+    ticks = [m * 10 ** e for e in range(-2, 5) for m in (1, 2, 5)]
+    if sizes:
+        ticks = [t for t in ticks if min(sizes) / 2 <= t <= max(sizes) * 2]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("parameters without embeddings (millions)")
 
 
 def _draw_fit(ax, fit: Fit, pts, colour, series: str) -> None:
