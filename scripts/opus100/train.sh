@@ -10,7 +10,8 @@
 # Hardware: 8 x 80 GB GPUs per node; the 500L-500L model wants several nodes. Time (estimated,
 # not measured; docs/reproducing.md table; 4 epochs of ~55M pairs, 8 x A100-80GB): 12L ~3 h, 48L ~9 h,
 # 200L ~2 days, 1000L ~2 weeks on one node (roughly divided by the node count).
-# Resumes from checkpoint_last.pt when restarted. Exit status 0 ok, 3 diverged, 1 failed.
+# Resumes from checkpoint_last.pt when restarted. Exit status 0 ok, 3 diverged,
+# 4 source-blind (STOP_SOURCE_BLIND), 1 failed.
 #
 # Environment (as for scripts/wmt17/train.sh; see its --help), and:
 #   TEMPERATURE   sampling temperature over language pairs       [5]

@@ -8,7 +8,7 @@
 # Hardware: any number of GPUs (--update-freq keeps TOKENS_PER_UPDATE), or CPU at small sizes.
 # Time: depends on your corpus and MAX_UPDATE; smoke size ~15 s on 2 CPU cores. Restarting
 # resumes from checkpoint_last.pt; a finished run is not retrained. Exit status: 0 ok,
-# 3 diverged, 1 failed, 128+N interrupted by signal N.
+# 3 diverged, 4 source-blind, 1 failed, 128+N interrupted by signal N.
 #
 # Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in the
 # presets, docs/presets.md; docs/running.md):

@@ -5,7 +5,8 @@
 #   METHOD=post_ln LAYERS=18 bash scripts/reverse_copy/train.sh
 #
 # Hardware: one CPU core is enough. Time: 1 to 7 minutes at 6L to 50L per side. Restarting
-# resumes from checkpoint_last.pt. Exit status: 0 ok, 3 diverged, 1 failed, 128+N interrupted.
+# resumes from checkpoint_last.pt. Exit status: 0 ok, 3 diverged, 4 source-blind, 1 failed,
+# 128+N interrupted.
 # Environment: METHOD, LAYERS / ENC_LAYERS / DEC_LAYERS, DEEPNET_WORK, and every setting of
 # docs/presets.md.
 set -euo pipefail

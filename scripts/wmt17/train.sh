@@ -17,8 +17,9 @@
 # Restarting resumes from checkpoint_last.pt; a finished run (ok or diverged) is not retrained.
 # Logs: $DEEPNET_WORK/runs/<run>/train.log grows while training runs (every attempt, each
 # after a header; attempts/attempt-N.log one each); config.json, command.sh, status.json.
-# Exit status: 0 ok, 3 diverged, 1 failed, 128+N interrupted by signal N (SIGTERM from a
-# scheduler's time limit: run the same command again to resume); status.json says which/why.
+# Exit status: 0 ok, 3 diverged, 4 source-blind, 1 failed, 128+N interrupted by signal N
+# (SIGTERM from a scheduler's time limit: run the same command again to resume); status.json
+# says which/why.
 #
 # Environment (DEEPNET_<NAME> or <NAME>; defaults in brackets; the rest in the
 # presets, docs/presets.md; docs/running.md):
