@@ -1,6 +1,7 @@
 """The sweep: every run of a config (METHODS x DEPTHS, or RUNS), each resolved and checked
 before the first trains, then trained and evaluated in this process (the same steps as
-train.sh and evaluate.sh), going on past a failed or diverged run; then the results table."""
+train.sh and evaluate.sh), going on past a failed, diverged or source-blind run; then the
+results table."""
 
 import os
 from typing import List, Mapping, Tuple
@@ -62,7 +63,8 @@ def _run_spec(cfg: Settings, env: Mapping[str, str], method: str, n: str, m: str
 
 
 def sweep(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
-    """Train and evaluate every run, going on past failed or diverged ones; then the table.
+    """Train and evaluate every run, going on past failed, diverged or source-blind ones; then
+    the table.
 
     Each run's settings are resolved from the sweep's own inputs (the environment, a config
     file's settings) with the run's entry on top (``_run_spec``), every run's before the first
@@ -115,8 +117,8 @@ def _resolve_runs(cfg: Settings, env: Mapping[str, str]):
 def _train_and_evaluate(cfg: Settings, env: Mapping[str, str], spec, name: str,
                         run_cfg: Settings) -> int:
     """One run of the sweep: its exit status when a signal stopped it (the sweep stops too),
-    else 0 whatever became of it (failed, diverged, not evaluated: logged, and the sweep goes
-    on)."""
+    else 0 whatever became of it (failed, diverged, source-blind, not evaluated: logged, and
+    the sweep goes on)."""
     method, n, m, overrides = spec
     runs_dir = paths(cfg).runs_dir
     try:
