@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 import deepnet_fairseq
-from support import build, fairseq_preprocess, save_checkpoint, write_reverse_corpus
+from support import REPO, build, fairseq_preprocess, save_checkpoint, write_reverse_corpus
 
 deepnet_fairseq.register()  # the tests build models through fairseq in this process
 
@@ -42,13 +42,10 @@ def pytest_configure(config):
                                 f"ignore:{message}:{category.__name__}:{module}")
 
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _checkout_entries():
     """The checkout's top-level entries that git would not ignore."""
-    names = os.listdir(REPO_ROOT)
-    ignored = subprocess.run(["git", "check-ignore", "--stdin"], cwd=REPO_ROOT, text=True,
+    names = os.listdir(REPO)
+    ignored = subprocess.run(["git", "check-ignore", "--stdin"], cwd=REPO, text=True,
                              input="\n".join(names), capture_output=True).stdout.split()
     return set(names) - set(ignored)
 
@@ -65,7 +62,7 @@ def pytest_sessionfinish(session):
     written = sorted(_checkout_entries() - before) if before is not None else []
     if written:
         session.config.get_terminal_writer().line(
-            f"the tests wrote into the checkout {REPO_ROOT}: {', '.join(written)} (run the "
+            f"the tests wrote into the checkout {REPO}: {', '.join(written)} (run the "
             "program that wrote it in a temporary working directory)", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

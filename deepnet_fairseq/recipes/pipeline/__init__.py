@@ -6,8 +6,9 @@ quickstart, the depth study and the GPU check alike::
     prepare(cfg); train(cfg); evaluate(cfg)      # or sweep(cfg) for every run of a config
 
 Each returns the step's exit status (0 ok, 1 failed, 3 diverged, 4 source-blind, 128 + signal
-interrupted) and raises ``SettingError`` for what it refuses before it starts. ENV is the environment the
-step's processes get (the caller's, by default); a dry run prints and runs nothing."""
+interrupted) and raises ``SettingError`` for what it refuses before it starts. ENV is the
+environment the step's processes get (the caller's, by default); a dry run prints and runs
+nothing."""
 
 import os
 from typing import List, Mapping, Optional

@@ -208,12 +208,12 @@ def plot(path: str, dataset: str, rows: List[Dict]) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     ours, by_size, paper = axes
-    fitted, sizes = fits(rows), size_points(rows)
+    fitted, sizes, members = fits(rows), size_points(rows), series_members(rows)
     widths = [r["width"] for r in rows]
     study_width = max(set(widths), key=widths.count)
     single = "one depth only (tuning cells)"
     for label, pts in sorted(series_points(rows).items()):
-        width = series_members(rows)[label][0]["width"]
+        width = members[label][0]["width"]
         if label in fitted:
             line, = ours.plot(*zip(*pts), "o")
             style = {"color": line.get_color()}
