@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Prepared for the next GPU loan (issue 40, stage 5; a loan is 15 minutes, start included, one
+# command): seconds per update of the deep multilingual cells at the sweep's own settings (fp32,
+# 1,024 tokens per update, 64 wide, the depth rule's rates; no activation checkpointing, which the
+# CPU cells use from 200 layers on), each alone on the GPU, then as much
+# of DeepNet 500L-500L as the rest of the loan allows, validated every 100 updates. Its figures
+# turn stage 5's cost estimate into a measurement. It was tried on this CPU at 2 and 3 layers
+# (the same arguments with --cpu); the loan of 2026-11-29 was withdrawn before it could run.
+#
+# Before the call, in the checkout (both paths ignored through .git/info/exclude):
+#   .whl/      fairseq-fixed 0.12.3.1 (cp312) and its pure-Python needs as wheels: hydra-core
+#              1.3.2, omegaconf 2.3.0, antlr4-python3-runtime 4.9.3, bitarray, sacremoses 0.1.1
+#              (results/gpu-check/README.md: the image's own torch serves)
+#   .gpudata/  bin/, the study's binarised data ($DEEPNET_WORK/data/bin, 8.6 MB), and this script
+# The call: run(command="bash .gpudata/probe.sh 2>&1 | tee $OUT/probe.out", carry=[".whl",
+# ".gpudata"], timeout_s=590); each training's log comes back in $OUT.
+set -u
+T0=$(date +%s)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import torch, fairseq, sys; print('torch', torch.__version__, 'cuda',
+    torch.version.cuda, 'fairseq', fairseq.__version__, 'python', sys.version.split()[0],
+    torch.cuda.get_device_name())"
+  nproc; } > $OUT/device.txt 2>&1
+cat $OUT/device.txt
+COMMON=(--user-dir $PWD/deepnet_fairseq --task translation_multi_simple_epoch --langs en,cs,de,fr
+  --lang-pairs cs-en,en-cs,de-en,en-de,fr-en,en-fr --encoder-langtok src --decoder-langtok
+  --sampling-method temperature --sampling-temperature 5
+  --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4
+  --decoder-embed-dim 64 --decoder-ffn-embed-dim 256 --decoder-attention-heads 4
+  --share-all-embeddings --dropout 0.1 --optimizer adam --adam-betas '(0.9, 0.98)'
+  --lr-scheduler inverse_sqrt --warmup-updates 400 --warmup-init-lr 1e-7 --clip-norm 0.0
+  --weight-decay 0.0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1
+  --max-update 8000 --max-epoch 0 --seed 1 --max-tokens 1024 --update-freq 1
+  --ddp-backend legacy_ddp --num-workers 0 --distributed-world-size 1
+  --no-save --save-dir /tmp/ck --log-format simple --log-interval 10)
+run() {  # name seconds args...
+  local name=$1 secs=$2; shift 2
+  echo "== $name ($secs s) $(date -u +%T)"
+  timeout -s INT $secs fairseq-train .gpudata/bin "${COMMON[@]}" "$@" > $OUT/$name.log 2>&1
+  echo "rc=$? $(date -u +%T)"; grep -E "train_inner|valid on" $OUT/$name.log | tail -3 | cut -c1-230
+}
+run deepnet-100L-100L 80 --arch deepnet_transformer --encoder-layers 100 --decoder-layers 100 \
+  --lr 0.000306236
+run pre_ln_completep-100L-100L 80 --arch pre_ln_transformer \
+  --encoder-layers 100 --decoder-layers 100 \
+  --depth-transfer completep --depth-base 6 --lr 0.004
+LEFT=$(( 540 - ($(date +%s) - T0) ))
+run deepnet-500L-500L $LEFT --arch deepnet_transformer --encoder-layers 500 --decoder-layers 500 \
+  --lr 0.000104675 --validate-interval-updates 100
+echo "total $(( $(date +%s) - T0 )) s"
