@@ -25,7 +25,9 @@ from deepnet_fairseq.recipes.base.machine import count_gpus
 from deepnet_fairseq.recipes.spec.settings import SettingError
 from deepnet_fairseq.recipes.pipeline.sweeps import results_dir
 from deepnet_fairseq.recipes.run.commands import method_args, task_args, train_command
-from deepnet_fairseq.recipes.run.layout import CPU_RESIDENT_BYTES, machine_problem, plan_layout
+from deepnet_fairseq.recipes.run.layout import (CPU_RESIDENT_BYTES, cpu_need_gib, machine_problem,
+                                                plan_layout)
+from deepnet_fairseq.recipes.run.memory import parameter_count
 from deepnet_fairseq.recipes.run.train_args import OUTSIDE, SETTING_OF_DEST, SPLITS, check_train_args, fairseq_train_parser, train_args_dests
 from deepnet_fairseq.recipes.spec.paths import paths
 from support import REPO
@@ -35,10 +37,11 @@ def no_probe():
     raise AssertionError("GPUs probed although the environment says how many there are")
 
 
-def plan(env, dataset="wmt17", probe=no_probe, repo=REPO):
-    """(settings, layout, command) as train.sh --dry-run computes them, for ENV."""
+def plan(env, dataset="wmt17", probe=no_probe, repo=REPO, ram_gib=24.0):
+    """(settings, layout, command) as train.sh --dry-run computes them, for ENV, on a machine
+    of RAM_GIB (CI's 24 by default, whatever this machine has)."""
     cfg = settings.resolve(dataset, env, repo, probe)
-    layout = plan_layout(cfg, env, probe)
+    layout = plan_layout(cfg, env, probe, ram_probe=lambda: ram_gib)
     command = train_command(cfg, layout, method_args(cfg),
                                    task_args(cfg, dry_run=True), python="PY")
     return cfg, layout, command
@@ -725,6 +728,49 @@ def test_a_cpu_run_must_fit_the_machine(env, cores, memory_gb, expected):
         assert problem is None
     else:
         assert expected in problem
+
+
+MULTILINGUAL = {"DEVICE": "cpu", "SIZE": "mini"}  # 64 wide, 1,024 tokens: the study's cells
+
+
+@pytest.mark.parametrize("env, ram_gib, on", [
+    # 100L-100L: 12.2M parameters, 16 bytes each resident (0.18 GiB) plus the activations of
+    # 1,024 tokens through 200 layers: about 1 GiB, far below 90% of 24 GiB
+    ({**MULTILINGUAL, "LAYERS": "100"}, 24.0, False),
+    ({**MULTILINGUAL, "LAYERS": "500"}, 24.0, False),  # the 1,000-layer cell: about 5 GiB
+    ({**MULTILINGUAL, "LAYERS": "500"}, 4.0, True),
+    ({**MULTILINGUAL, "LAYERS": "100"}, 0.5, True),
+    ({**MULTILINGUAL, "LAYERS": "100", "NPROC": "2"}, 2.0, True),  # two processes, twice
+    ({**MULTILINGUAL, "LAYERS": "100", "NPROC": "2"}, 4.0, False),
+    ({**MULTILINGUAL, "LAYERS": "100", "CHECKPOINT_ACTIVATIONS": "1"}, 24.0, True),  # kept
+    ({**MULTILINGUAL, "LAYERS": "500", "CHECKPOINT_ACTIVATIONS": "0"}, 4.0, False),  # kept
+    ({**MULTILINGUAL, "LAYERS": "500", "METHOD": "dlcl"}, 4.0, False),  # refused by its layers
+])
+def test_cpu_auto_checkpoints_activations_only_when_the_run_would_not_fit(env, ram_gib, on):
+    """On CPU, auto recomputes activations (a third more time a step at 100L-100L) only where
+    the run does not fit 90% of the machine's memory without it; 0 and 1 are kept, and so is
+    a method whose layers cannot have it. The estimate is above the resident bytes (a hand
+    count: 16 a parameter: fp32 weights, gradients, Adam's two moments)."""
+    cfg, layout, cmd = plan(env, "opus100", ram_gib=ram_gib)
+    assert layout.checkpoint_activations is on and ("--checkpoint-activations" in cmd) is on
+    auto = env.get("CHECKPOINT_ACTIVATIONS", "auto") == "auto" and "METHOD" not in env
+    assert bool(layout.cpu_memory) is auto
+    if auto:
+        need = cpu_need_gib(cfg, layout.nproc, "fp32", 1024, checkpointing=False)
+        params = parameter_count(cfg.run.enc_layers, cfg.run.dec_layers, 64, 256,
+                                 cfg.data.vocab + 4)
+        assert CPU_RESIDENT_BYTES * params * layout.nproc / 2 ** 30 < need
+        assert (need > 0.9 * ram_gib) is on
+        assert f"{0.9 * ram_gib:,.1f} of this machine's {ram_gib:,.1f} GiB" in layout.summary()
+
+
+def test_the_cpu_rule_flips_where_the_estimate_meets_90_percent_of_the_memory():
+    cfg, _, _ = plan({**MULTILINGUAL, "LAYERS": "100"}, "opus100")
+    need = cpu_need_gib(cfg, 1, "fp32", 1024, checkpointing=False)
+    assert 0.5 < need < 2.0  # 100L-100L at 64 wide and 1,024 tokens: about 1 GiB
+    for ram, on in ((need / 0.9 * 0.99, True), (need / 0.9 * 1.01, False)):
+        assert plan({**MULTILINGUAL, "LAYERS": "100"}, "opus100", ram_gib=ram)[1] \
+            .checkpoint_activations is on
 
 
 def test_the_resident_bytes_are_a_lower_bound_of_the_cpu_estimate():

@@ -19,7 +19,9 @@ The layout, decided by ``plan_layout`` from the settings and the environment alo
   checkpointing, + ZeRO-1, + memory-efficient fp16, then fewer ``MAX_TOKENS`` with a larger
   update-freq (the tokens per update unchanged); no GPU size known, or on CPU: no plan;
 * activation checkpointing: ``CHECKPOINT_ACTIVATIONS=1`` or ``0`` (kept; the plan warns when it
-  does not fit), or ``auto``: the plan's choice, or without a plan on when
+  does not fit), or ``auto``: the plan's choice; on CPU, on only when the run would not fit 90%
+  of this machine's memory without it (``cpu_checkpointing``: it costs time, and a CPU machine
+  usually has the memory); on CUDA without a plan, on when
   ``ENC_LAYERS + DEC_LAYERS >= CHECKPOINT_ACTIVATIONS_FROM``; never for a method whose layers
   pass state to later layers (DLCL, ResiDual: ``auto`` leaves it off, ``1`` is refused).
 
@@ -29,11 +31,11 @@ Only global rank 0 (node 0, or the single srun/fairseq-train launcher) writes a 
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Tuple
 
 from ... import methods
-from ..base.machine import count_gpus, gpu_memory_gb
-from .memory import FULL_SHARDING, MemoryPlanError, Plan, estimate as memory_estimate, \
+from ..base.machine import count_gpus, gpu_memory_gb, machine_memory_gb
+from .memory import FULL_SHARDING, MARGIN, MemoryPlanError, Plan, estimate as memory_estimate, \
     parameter_count, plan as memory_plan
 from ..spec.settings import SettingError, Settings
 
@@ -56,6 +58,7 @@ class Layout:
     max_tokens: int = 0
     memory: Optional[Plan] = None  # CUDA with a known GPU size: the memory plan followed
     memory_unknown: str = ""  # CUDA without a known GPU size: why there is no plan
+    cpu_memory: str = ""  # CPU under CHECKPOINT_ACTIVATIONS=auto: why checkpointing is on or off
 
     @property
     def world(self) -> int:
@@ -77,7 +80,8 @@ class Layout:
                 f"update-freq {self.update_freq} = {self.tokens_per_update} tokens per update"
                 f"{', activation checkpointing' if self.checkpoint_activations else ''}"
                 f"{f'; memory plan: {self.memory.short()}' if self.memory else ''}"
-                f"{'; no memory plan (GPU memory unknown)' if self.memory_unknown else ''}")
+                f"{'; no memory plan (GPU memory unknown)' if self.memory_unknown else ''}"
+                f"{f'; CPU memory: {self.cpu_memory}' if self.cpu_memory else ''}")
 
     def memory_text(self) -> str:
         """The memory plan's figures per component and its choice; on CUDA without a known GPU
@@ -113,35 +117,64 @@ def dictionary_size(cfg: Settings) -> int:
 CPU_RESIDENT_BYTES = 16
 
 
+def _parameters(cfg: Settings) -> int:
+    return parameter_count(cfg.run.enc_layers, cfg.run.dec_layers, cfg.model.embed_dim,
+                           cfg.model.ffn_dim, dictionary_size(cfg))
+
+
+def cpu_need_gib(cfg: Settings, nproc: int, precision: str, tokens: int,
+                 checkpointing: bool) -> float:
+    """GiB that ``nproc`` CPU processes of the run hold: the memory plan's CPU estimate (weights,
+    gradients, Adam state and the activations of ``tokens`` tokens, measured:
+    docs/reproducing.md), or, with activation checkpointing, which has no CPU activation model,
+    the resident part alone (a lower bound)."""
+    params = _parameters(cfg)
+    if checkpointing:
+        per_process = CPU_RESIDENT_BYTES * params
+    else:
+        per_process = memory_estimate(params, cfg.run.enc_layers + cfg.run.dec_layers,
+                                      cfg.model.embed_dim, dictionary_size(cfg), tokens,
+                                      precision, world=nproc, device="cpu").peak
+    return per_process * nproc / 2 ** 30
+
+
+def cpu_checkpointing(cfg: Settings, nproc: int, precision: str, tokens: int,
+                      memory_gb: float) -> Tuple[bool, str]:
+    """CHECKPOINT_ACTIVATIONS=auto on a CPU machine of ``memory_gb`` GiB: on only when the run
+    without it needs more than MARGIN of that memory. Recomputing each layer's forward makes a
+    CPU step a third longer at 100L-100L, 64 wide (``benchmarks/throughput.py --depths 100``:
+    246 against 185 tokens a second), and a CPU machine's memory is seldom what limits it.
+    (on, why) for the run's summary."""
+    need = cpu_need_gib(cfg, nproc, precision, tokens, checkpointing=False)
+    usable = MARGIN * memory_gb
+    on = need > usable
+    return on, (f"est. {need:,.1f} GiB without activation checkpointing in {nproc} "
+                f"process(es), {usable:,.1f} of this machine's {memory_gb:,.1f} GiB usable: "
+                f"trains {'with' if on else 'without'} it")
+
+
 def machine_problem(cfg: Settings, layout: "Layout", cores: int, memory_gb: float) -> Optional[str]:
     """Why a CPU run cannot run on a machine with ``cores`` cores and ``memory_gb`` GiB (the
     launcher's own, for a run, not for a dry run planning another machine), or None. More
-    processes than cores only slow each other down; a model that does not fit cannot start:
-    the memory plan's CPU estimate (weights, gradients, Adam state and the activations of
-    MAX_TOKENS tokens, measured: docs/reproducing.md), or, with activation checkpointing, which
-    has no CPU activation model, the resident part alone (CUDA runs: the memory plan's
-    business)."""
+    processes than cores only slow each other down; a model that does not fit
+    (``cpu_need_gib``) cannot start (CUDA runs: the memory plan's business)."""
     if layout.device != "cpu":
         return None
     if layout.nproc > cores:
         return (f"NPROC={layout.nproc} CPU processes, but this machine gives the run {cores} "
                 f"core(s): at most one process per core (more only slow each other down); "
                 f"set NPROC={cores} or less")
-    enc, dec, width = cfg.run.enc_layers, cfg.run.dec_layers, cfg.model.embed_dim
-    vocab = dictionary_size(cfg)
-    params = parameter_count(enc, dec, width, cfg.model.ffn_dim, vocab)
     tokens = layout.max_tokens or cfg.machine.max_tokens
+    need_gb = cpu_need_gib(cfg, layout.nproc, layout.precision, tokens,
+                           layout.checkpoint_activations)
     if layout.checkpoint_activations:
-        per_process = CPU_RESIDENT_BYTES * params
         what = "whose fp32 weights, gradients and Adam state alone take"
     else:
-        per_process = memory_estimate(params, enc + dec, width, vocab, tokens, layout.precision,
-                                      world=layout.nproc, device="cpu").peak
         what = (f"whose weights, gradients, Adam state and the activations of MAX_TOKENS="
                 f"{tokens} tokens take")
-    need_gb = per_process * layout.nproc / 2 ** 30
     if need_gb > memory_gb:
         run, model = cfg.text.run, cfg.text.model
+        params = _parameters(cfg)
         return (f"ENC_LAYERS={run.enc_layers} DEC_LAYERS={run.dec_layers} at EMBED_DIM="
                 f"{model.embed_dim}, FFN_DIM={model.ffn_dim}: {params / 1e6:,.0f}M parameters, "
                 f"{what} {need_gb:,.1f} GB in {layout.nproc} process(es), more than this "
@@ -162,9 +195,11 @@ def checkpointing_refused(method: str) -> Optional[str]:
 
 
 def plan_layout(cfg: Settings, env: Mapping[str, str], probe: Optional[Callable[[], int]] = None,
-                memory_probe: Callable[[], Optional[float]] = gpu_memory_gb) -> Layout:
+                memory_probe: Callable[[], Optional[float]] = gpu_memory_gb,
+                ram_probe: Callable[[], float] = machine_memory_gb) -> Layout:
     """Processes, launcher, batch split, precision and memory plan of a training run (no side
-    effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set."""
+    effects). ``memory_probe`` gives the GPU's GB when GPU_MEMORY_GB is not set, ``ram_probe``
+    this machine's GiB, which decides activation checkpointing on CPU under auto."""
     device = cfg.text.where.device
     gpus, gpus_from, nnodes, nproc = _processes(cfg, env, device, probe)
     world = nnodes * nproc
@@ -177,7 +212,10 @@ def plan_layout(cfg: Settings, env: Mapping[str, str], probe: Optional[Callable[
     forced = _checkpointing_forced(cfg)
     checkpointing = forced if forced is not None else \
         cfg.run.enc_layers + cfg.run.dec_layers >= cfg.machine.checkpoint_activations_from
-    memory, memory_unknown = None, ""
+    memory, memory_unknown, cpu_memory = None, "", ""
+    if device == "cpu" and forced is None and not checkpointing_refused(cfg.text.run.method):
+        checkpointing, cpu_memory = cpu_checkpointing(cfg, nproc, precision, max_tokens,
+                                                      ram_probe())
     if device == "cuda":
         card = cfg.machine.gpu_memory_gb if "GPU_MEMORY_GB" in cfg else memory_probe()
         if not card:
@@ -196,7 +234,7 @@ def plan_layout(cfg: Settings, env: Mapping[str, str], probe: Optional[Callable[
             max_tokens, update_freq = memory.choice.max_tokens, memory.choice.update_freq
     return Layout(device, gpus, gpus_from, nnodes, nproc, node_rank, launcher, master_addr,
                   master_port, update_freq, max_tokens * world * update_freq, precision,
-                  checkpointing, max_tokens, memory, memory_unknown)
+                  checkpointing, max_tokens, memory, memory_unknown, cpu_memory)
 
 
 def _processes(cfg: Settings, env: Mapping[str, str], device: str,

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 GB = 1e9
+# the share of a device's memory a plan may fill (a GPU's card, a CPU machine's memory): the rest
+# is the framework's own, fragmentation and, on a CPU machine, the system's and the data's
+MARGIN = 0.9
 
 # ---- the activation fit ---------------------------------------------------------------------
 # Fitted to the peaks of fairseq's Trainer measured on an H200 at base width (512/2048/8 heads),
@@ -316,7 +319,7 @@ def _search(model: dict, world: int, gpu_memory_gb: float, tokens_per_gpu: int,
 
 def plan(enc_layers: int, dec_layers: int, embed_dim: int, ffn_dim: int, vocab: int, *,
          gpus_per_node: int, nodes: int, gpu_memory_gb: float, tokens_per_gpu: int,
-         tokens_per_update: int, precision: str, margin: float = 0.9,
+         tokens_per_update: int, precision: str, margin: float = MARGIN,
          checkpointing: Optional[bool] = None, shared_embeddings: bool = True,
          full_shard: bool = False) -> Plan:
     """The cheapest layout that fits: plain DDP, + activation checkpointing, + ZeRO-1 (several

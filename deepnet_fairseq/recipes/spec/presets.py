@@ -206,7 +206,7 @@ CPU = Preset("machine", "cpu", (
     ('FP16_SCALE_WINDOW', '256', CHOSEN, 'as on CUDA'),
     ('MIN_LOSS_SCALE', '0.0001', CHOSEN, 'as on CUDA'),
     ('CHECKPOINT_ACTIVATIONS_FROM', '200', CHOSEN,
-     'same rule as on GPU (saves memory, costs time)'),
+     'unused on CPU: auto checkpoints only a run that would not fit the memory without it'),
     ('DDP_BACKEND', 'legacy_ddp', CHOSEN,
      "torch DDP refuses fairseq's device_ids=[0] for CPU modules; fairseq's own all-reduce works over gloo"),
     ('NUM_WORKERS', '0', CHOSEN, 'load data in the training process (few cores)'),

@@ -242,9 +242,11 @@ SETTINGS: Dict[str, Setting] = {
                             bounds=AT_LEAST_ONE),
     "MIN_LOSS_SCALE": _s("float", "fp16: stop (diverged) below this loss scale",
                          bounds=(0, None, False)),
-    "CHECKPOINT_ACTIVATIONS": _s("auto|0|1", "auto: on from CHECKPOINT_ACTIVATIONS_FROM layers",
-                                 "auto"),
-    "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "activation checkpointing when N+M >= this",
+    "CHECKPOINT_ACTIVATIONS": _s("auto|0|1", "auto: the memory plan's choice on CUDA; on CPU, "
+                                 "on only when the run would not fit 90% of the machine's memory "
+                                 "without it", "auto"),
+    "CHECKPOINT_ACTIVATIONS_FROM": _s("int", "CUDA without a memory plan (GPU size unknown): "
+                                      "activation checkpointing when N+M >= this",
                                       bounds=AT_LEAST_ONE),
     "GPU_MEMORY_GB": _s("float", "memory per GPU in GB (1e9 bytes) for the memory plan "
                                  "(activation checkpointing, ZeRO-1, MAX_TOKENS; DEVICE=cuda); "
