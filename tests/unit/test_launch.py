@@ -747,7 +747,7 @@ MULTILINGUAL = {"DEVICE": "cpu", "SIZE": "mini"}  # 64 wide, 1,024 tokens: the s
     ({**MULTILINGUAL, "LAYERS": "500", "METHOD": "dlcl"}, 4.0, False),  # refused by its layers
 ])
 def test_cpu_auto_checkpoints_activations_only_when_the_run_would_not_fit(env, ram_gib, on):
-    """On CPU, auto recomputes activations (a third more time a step at 100L-100L) only where
+    """On CPU, auto recomputes activations (a third to a half more time a step at 100L-100L) only where
     the run does not fit 90% of the machine's memory without it; 0 and 1 are kept, and so is
     a method whose layers cannot have it. The estimate is above the resident bytes (a hand
     count: 16 a parameter: fp32 weights, gradients, Adam's two moments)."""

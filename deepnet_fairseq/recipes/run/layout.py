@@ -142,8 +142,8 @@ def cpu_checkpointing(cfg: Settings, nproc: int, precision: str, tokens: int,
                       memory_gb: float) -> Tuple[bool, str]:
     """CHECKPOINT_ACTIVATIONS=auto on a CPU machine of ``memory_gb`` GiB: on only when the run
     without it needs more than MARGIN of that memory. Recomputing each layer's forward makes a
-    CPU step a third longer at 100L-100L, 64 wide (``benchmarks/throughput.py --depths 100``:
-    246 against 185 tokens a second), and a CPU machine's memory is seldom what limits it.
+    CPU step a third to a half longer at 100L-100L, 64 wide (``benchmarks/throughput.py
+    --depths 100``; docs/running.md), and a CPU machine's memory is seldom what limits it.
     (on, why) for the run's summary."""
     need = cpu_need_gib(cfg, nproc, precision, tokens, checkpointing=False)
     usable = MARGIN * memory_gb
