@@ -209,13 +209,16 @@ def plan_layout(cfg: Settings, env: Mapping[str, str], probe: Optional[Callable[
     if max_tokens < 1:
         raise SettingError("MAX_TOKENS must be at least 1")
     update_freq = max(1, math.ceil(wanted / (max_tokens * world)))
-    forced = _checkpointing_forced(cfg)
-    checkpointing = forced if forced is not None else \
-        cfg.run.enc_layers + cfg.run.dec_layers >= cfg.machine.checkpoint_activations_from
+    forced = _checkpointing_forced(cfg)  # None: auto, for a method that can have it
     memory, memory_unknown, cpu_memory = None, "", ""
-    if device == "cpu" and forced is None and not checkpointing_refused(cfg.text.run.method):
+    if forced is not None:
+        checkpointing = forced
+    elif device == "cpu":
         checkpointing, cpu_memory = cpu_checkpointing(cfg, nproc, precision, max_tokens,
                                                       ram_probe())
+    else:  # CUDA: the depth rule, unless the memory plan below decides
+        checkpointing = (cfg.run.enc_layers + cfg.run.dec_layers
+                         >= cfg.machine.checkpoint_activations_from)
     if device == "cuda":
         card = cfg.machine.gpu_memory_gb if "GPU_MEMORY_GB" in cfg else memory_probe()
         if not card:
