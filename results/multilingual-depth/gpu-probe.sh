@@ -25,29 +25,19 @@ export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH PYTHONUNBUFFERED=1
     torch.cuda.get_device_name())"
   nproc; } > $OUT/device.txt 2>&1
 cat $OUT/device.txt
-COMMON=(--user-dir $PWD/deepnet_fairseq --task translation_multi_simple_epoch --langs en,cs,de,fr
-  --lang-pairs cs-en,en-cs,de-en,en-de,fr-en,en-fr --encoder-langtok src --decoder-langtok
-  --sampling-method temperature --sampling-temperature 5
-  --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4
-  --decoder-embed-dim 64 --decoder-ffn-embed-dim 256 --decoder-attention-heads 4
-  --share-all-embeddings --dropout 0.1 --optimizer adam --adam-betas '(0.9, 0.98)'
-  --lr-scheduler inverse_sqrt --warmup-updates 400 --warmup-init-lr 1e-7 --clip-norm 0.0
-  --weight-decay 0.0 --criterion label_smoothed_cross_entropy --label-smoothing 0.1
-  --max-update 8000 --max-epoch 0 --seed 1 --max-tokens 1024 --update-freq 1
-  --ddp-backend legacy_ddp --num-workers 0 --distributed-world-size 1
-  --no-save --save-dir /tmp/ck --log-format simple --log-interval 10)
+source results/multilingual-depth/sweep-args.sh
 run() {  # name seconds args...
   local name=$1 secs=$2; shift 2
   echo "== $name ($secs s) $(date -u +%T)"
-  timeout -s INT $secs fairseq-train .gpudata/bin "${COMMON[@]}" "$@" > $OUT/$name.log 2>&1
+  timeout -s INT $secs fairseq-train .gpudata/bin "${SWEEP_ARGS[@]}" "$@" > $OUT/$name.log 2>&1
   echo "rc=$? $(date -u +%T)"; grep -E "train_inner|valid on" $OUT/$name.log | tail -3 | cut -c1-230
 }
 run deepnet-100L-100L 80 --arch deepnet_transformer --encoder-layers 100 --decoder-layers 100 \
-  --lr 0.000306236
+  --lr $DEEPNET_100_LR
 run pre_ln_completep-100L-100L 80 --arch pre_ln_transformer \
   --encoder-layers 100 --decoder-layers 100 \
   --depth-transfer completep --depth-base 6 --lr 0.004
 LEFT=$(( 540 - ($(date +%s) - T0) ))
 run deepnet-500L-500L $LEFT --arch deepnet_transformer --encoder-layers 500 --decoder-layers 500 \
-  --lr 0.000104675 --validate-interval-updates 100
+  --lr $DEEPNET_500_LR --validate-interval-updates 100
 echo "total $(( $(date +%s) - T0 )) s"

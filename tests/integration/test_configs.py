@@ -14,6 +14,7 @@ import pytest
 from deepnet_fairseq.recipes import __main__ as recipes_cli
 from deepnet_fairseq.recipes.spec import configfile
 from deepnet_fairseq.recipes.spec.settings import resolve
+from deepnet_fairseq.recipes.pipeline import planned_train_command
 from deepnet_fairseq.recipes.pipeline import sweeps as sweep_module
 from deepnet_fairseq.recipes.pipeline.sweeps import sweep as run_sweep
 from deepnet_fairseq.recipes.spec.paths import paths
@@ -114,3 +115,62 @@ def test_a_sweeps_runs_get_the_files_settings(tmp_path, monkeypatch):
     assert trained == {"deepnet-1L-1L": ("0.0025", "config f"),
                        "deepnet-2L-2L+LR=0.001": ("0.001",
                                                   "sweep RUNS entry deepnet:2:2:LR=0.001")}
+
+
+# the probe's own options, not the sweep's: it saves nothing and logs every 10 updates
+PROBE_ONLY = {"--no-save", "--save-dir", "--log-format", "--log-interval", "--user-dir"}
+# the recipe's bookkeeping (where it saves and logs), and what each probe call adds itself
+RECIPE_ONLY = {"--save-dir", "--tensorboard-logdir", "--save-interval-updates",
+               "--keep-interval-updates", "--no-epoch-checkpoints", "--log-format",
+               "--log-interval", "--user-dir", "--cpu", "--arch", "--encoder-layers",
+               "--decoder-layers", "--lr", "--depth-transfer", "--depth-base",
+               "--checkpoint-activations"}  # the probes measure without it; a small machine's
+# recipe may turn it on
+
+
+def _options(command):
+    """{option: its value, or None for a flag} of a fairseq-train argument list."""
+    options = {}
+    for i, token in enumerate(command):
+        if token.startswith("--"):
+            following = command[i + 1] if i + 1 < len(command) else "--"
+            options[token] = None if following.startswith("--") else following
+    return options
+
+
+def test_the_depth_probes_train_as_the_sweep_does(tmp_path):
+    """results/multilingual-depth's gpu-probe.sh and cpu-pace.sh time the sweep's deep cells
+    with fairseq-train directly, from sweep-args.sh: every option there has the value of the
+    recipe's own command for those cells (built from configs/multilingual-depth.toml), the
+    recipe sets nothing else but bookkeeping, and the probes' rates are those the depth rule
+    gives the cells."""
+    config = configfile.load(os.path.join(REPO, "configs", "multilingual-depth.toml"))
+    given = {name: (value, "config") for name, value in config.settings.items()}
+    runs = {"DEEPNET_500_LR": "deepnet:500:500:LR=0.002:LR_BASE_LAYERS=6",
+            "DEEPNET_100_LR": "deepnet:100:100:LR=0.002:LR_BASE_LAYERS=6",
+            "completep": "pre_ln_completep:500:500:LR=0.004"}
+    given["RUNS"] = (" ".join(runs.values()), "test")
+    env = {"DEVICE": "cpu", "DEEPNET_WORK": str(tmp_path / "work")}
+    cfg = resolve(config.dataset, env, REPO, lambda: 0, given=given)
+    bin_dir = paths(cfg).bin  # the lists prepare writes for the shipped Multi30k's three pairs
+    os.makedirs(bin_dir)
+    for name, text in (("langs.txt", "en,cs,de,fr"),
+                       ("lang_pairs.txt", "cs-en,en-cs,de-en,en-de,fr-en,en-fr")):
+        with open(os.path.join(bin_dir, name), "w") as f:
+            f.write(text + "\n")
+    _, _, run_cfgs = sweep_module._resolve_runs(cfg, env)
+    recipe = {key: _options(planned_train_command(run_cfg, env))
+              for key, run_cfg in zip(runs, run_cfgs)}
+    shell = ("source results/multilingual-depth/sweep-args.sh && printf '%s\\n' "
+             "\"${SWEEP_ARGS[@]}\" && echo \"DEEPNET_500_LR $DEEPNET_500_LR\" "
+             "&& echo \"DEEPNET_100_LR $DEEPNET_100_LR\"")
+    out = subprocess.run(["bash", "-c", shell], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    probe, rates = _options(out[:-2]), dict(line.split() for line in out[-2:])
+    for options in recipe.values():
+        for option, value in probe.items():
+            if option not in PROBE_ONLY:
+                assert options.get(option, "absent") == value, (option, value, options)
+        assert set(options) - set(probe) <= RECIPE_ONLY, set(options) - set(probe)
+    for name, rate in rates.items():
+        assert float(rate) == pytest.approx(float(recipe[name]["--lr"]), rel=1e-5), name
