@@ -10,7 +10,8 @@ set -eu
 DATA=${1:?usage: cpu-pace.sh DATA_BIN [SECONDS] [LAYERS]}
 SECS=${2:-600}
 LAYERS=${3:-500}
-[ -f "$DATA/dict.en.txt" ] || { echo "cpu-pace.sh: $DATA has no dict.en.txt: give the study's data/bin" >&2; exit 2; }
+[ -f "$DATA/dict.en.txt" ] || {
+  echo "cpu-pace.sh: $DATA has no dict.en.txt: give the study's data/bin" >&2; exit 2; }
 source results/multilingual-depth/sweep-args.sh
 PACE_OUT=${PACE_OUT:-$(mktemp -d /tmp/cpu-pace.XXXXXX)}
 mkdir -p "$PACE_OUT"
@@ -33,8 +34,8 @@ print(f"  {(w1 - w0) / (u1 - u0):.2f} s an update (updates {u0} to {u1})"
       + (f", peak RSS {int(rss.group(1)) / 2**20:.1f} GiB" if rss else ""))
 PY
 }
+# DeepNet keeps 500L-500L's rate at any LAYERS: the pace does not depend on the rate
 pace "deepnet-${LAYERS}L-${LAYERS}L" --arch deepnet_transformer \
   --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" --lr "$DEEPNET_500_LR"
-pace "pre_ln_completep-${LAYERS}L-${LAYERS}L" --arch pre_ln_transformer \
-  --encoder-layers "$LAYERS" --decoder-layers "$LAYERS" \
-  --depth-transfer completep --depth-base 6 --lr 0.004
+pace "pre_ln_completep-${LAYERS}L-${LAYERS}L" "${COMPLETEP_ARGS[@]}" \
+  --encoder-layers "$LAYERS" --decoder-layers "$LAYERS"

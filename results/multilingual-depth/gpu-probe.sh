@@ -34,9 +34,7 @@ run() {  # name seconds args...
 }
 run deepnet-100L-100L 80 --arch deepnet_transformer --encoder-layers 100 --decoder-layers 100 \
   --lr $DEEPNET_100_LR
-run pre_ln_completep-100L-100L 80 --arch pre_ln_transformer \
-  --encoder-layers 100 --decoder-layers 100 \
-  --depth-transfer completep --depth-base 6 --lr 0.004
+run pre_ln_completep-100L-100L 80 "${COMPLETEP_ARGS[@]}" --encoder-layers 100 --decoder-layers 100
 LEFT=$(( 540 - ($(date +%s) - T0) ))
 run deepnet-500L-500L $LEFT --arch deepnet_transformer --encoder-layers 500 --decoder-layers 500 \
   --lr $DEEPNET_500_LR --validate-interval-updates 100

@@ -18,3 +18,5 @@ SWEEP_ARGS=(--user-dir "$PWD/deepnet_fairseq" --task translation_multi_simple_ep
 # the depth rule's rates of the 1,000-layer cells (2e-3 x (6/500)^(2/3)) and of 100L-100L
 DEEPNET_500_LR=0.000104675
 DEEPNET_100_LR=0.000306236
+# Pre-LN + CompleteP at every depth: its 6L-6L rate, unchanged (CompleteP transfers it)
+COMPLETEP_ARGS=(--arch pre_ln_transformer --depth-transfer completep --depth-base 6 --lr 0.004)
