@@ -55,6 +55,12 @@ DEPTH_TRANSFER_OPTIONS = (
     ModelOption(
         "depth_base", None, "with --depth-transfer: the number of layers per side the "
         "hyperparameters (learning rate, epsilon) were tuned at", kind=int),
+    ModelOption(
+        "layers_lr_multiplier", None, "learning-rate multiplier of every parameter of the "
+        "layers; the embeddings, output projection and final LayerNorms keep --lr. A depth "
+        "rule for the hidden weights alone: e.g. --lr tuned at 6L-6L and 0.5 at 18L-18L "
+        "(results/deepnet-depth-diagnosis). Composes by product with --depth-transfer and "
+        "--deepnorm-ln-lr-multiplier"),
 )
 """Options every method's model has (``Method.all_model_options``)."""
 

@@ -82,10 +82,28 @@ def parse(value) -> Union[None, str, float]:
     return number
 
 
+LAYERS_OPTION = "--layers-lr-multiplier"
+
+
+def layers_multiplier(args) -> float:
+    """--layers-lr-multiplier's value (1 when absent); anything but a positive finite number
+    is refused by name."""
+    value = getattr(args, "layers_lr_multiplier", None)
+    if value is None:
+        return 1.0
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not 0 < number < float("inf"):
+        raise ValueError(f"{LAYERS_OPTION} must be a positive number, got {value!r}")
+    return number
+
+
 def validate(args) -> None:
     """Reject, while fairseq parses the arguments, the settings where the optimizer does not step
-    the model's own parameter tensors (so the tag cannot reach it): for this option and for
-    --depth-transfer, which tags parameters the same way."""
+    the model's own parameter tensors (so the tag cannot reach it): for this option, for
+    --layers-lr-multiplier and for --depth-transfer, which tag parameters the same way."""
     transfer = str(getattr(args, "depth_transfer", None) or "none")
     if transfer != "none":
         optimizer = getattr(args, "optimizer", None)
@@ -94,10 +112,13 @@ def validate(args) -> None:
                              f"and epsilon rules are Adam's); use --optimizer adam, not "
                              f"{optimizer}")
         option = "--depth-transfer"
-    elif parse(getattr(args, "deepnorm_ln_lr_multiplier", None)) is None:
-        return
-    else:
+    elif parse(getattr(args, "deepnorm_ln_lr_multiplier", None)) is not None:
         option = OPTION
+    elif getattr(args, "layers_lr_multiplier", None) is not None:
+        option = LAYERS_OPTION
+    else:
+        return
+    layers_multiplier(args)  # raises on a bad value
     half = getattr(args, "fp16", False) or getattr(args, "bf16", False)
     flat = not (getattr(args, "amp", False) or getattr(args, "fp16_no_flatten_grads", False)
                 or getattr(args, "memory_efficient_fp16", False)

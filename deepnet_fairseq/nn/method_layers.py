@@ -62,15 +62,17 @@ def depth_transfer_of(cfg, side: str) -> constants.DepthTransfer:
 
 
 def tag_depth_transfer(stack) -> None:
-    """--depth-transfer's learning-rate and epsilon multipliers on every parameter of a stack's
-    layers (embeddings, output and the final LayerNorm sit outside them and keep the plain ones);
-    they compose with --deepnorm-ln-lr-multiplier by product."""
+    """--depth-transfer's learning-rate and epsilon multipliers, times --layers-lr-multiplier's,
+    on every parameter of a stack's layers (embeddings, output and the final LayerNorm sit
+    outside them and keep the plain ones); they compose with --deepnorm-ln-lr-multiplier by
+    product."""
     if not len(stack.layers):
         return
     transfer = depth_transfer_of(stack.cfg, stack.layers[0].side)
-    if transfer != constants.DepthTransfer():
+    lr = transfer.hidden_lr * layernorm_lr.layers_multiplier(stack.cfg)
+    if (lr, transfer.hidden_eps) != (1.0, 1.0):
         for p in stack.layers.parameters():
-            layernorm_lr.tag(p, lr=transfer.hidden_lr, eps=transfer.hidden_eps)
+            layernorm_lr.tag(p, lr=lr, eps=transfer.hidden_eps)
 
 
 class BranchScale:

@@ -118,8 +118,40 @@ def test_composes_with_the_layernorm_multiplier_by_product(toy_data):
     assert layernorm_lr.multiplier_of(fc) == pytest.approx(2 ** -0.5)
 
 
-@pytest.mark.parametrize("arch", ["pre_ln_transformer_tiny", "deepnet_transformer_tiny"])
-def test_one_adam_update_is_adams_formula_with_the_lr_and_eps_multipliers(tmp_path, arch):
+def test_the_layers_lr_multiplier_tags_the_layers_alone_and_composes(toy_data):
+    """--layers-lr-multiplier: the depth rule on the hidden weights only (embeddings, output
+    and final LayerNorms at --lr); with --depth-transfer the two multiply."""
+    model, _, _ = build(toy_data, "deepnet_transformer_tiny", "--layers-lr-multiplier", "0.5")
+    for name, p in model.named_parameters():
+        k = layernorm_lr.multiplier_of(p)
+        assert k == (0.5 if ".layers." in name else None), name
+        assert layernorm_lr.multiplier_of(p, layernorm_lr.EPS_KEY) is None, name
+    model, _, _ = build(toy_data, "deepnet_transformer_tiny", "--layers-lr-multiplier", "0.5",
+                        "--depth-transfer", "depth_mup", "--depth-base", 1)
+    fc = model.encoder.layers[0].fc1.weight
+    assert layernorm_lr.multiplier_of(fc) == pytest.approx(0.5 * 2 ** -0.5)
+    assert layernorm_lr.multiplier_of(fc, layernorm_lr.EPS_KEY) == pytest.approx(2 ** -0.5)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])  # a non-number: argparse
+def test_a_bad_layers_lr_multiplier_is_refused_while_parsing(toy_data, value):
+    with pytest.raises(ValueError, match="--layers-lr-multiplier must be a positive number"):
+        build(toy_data, "deepnet_transformer_tiny", "--layers-lr-multiplier", value)
+
+
+# (arch, options, the layers' lr multiplier k and epsilon multiplier e; 1 elsewhere)
+UPDATES = [
+    ("pre_ln_transformer_tiny", ["--depth-transfer", "depth_mup", "--depth-base", "1"],
+     2 ** -0.5, 2 ** -0.5),
+    ("deepnet_transformer_tiny", ["--depth-transfer", "depth_mup", "--depth-base", "1"],
+     2 ** -0.5, 2 ** -0.5),
+    ("deepnet_transformer_tiny", ["--layers-lr-multiplier", "0.25"], 0.25, 1.0),
+]
+
+
+@pytest.mark.parametrize("arch,transfer,k_layers,e_layers", UPDATES)
+def test_one_adam_update_is_adams_formula_with_the_lr_and_eps_multipliers(
+        tmp_path, arch, transfer, k_layers, e_layers):
     """fairseq's Adam, first step from zero state: m = (1 - b1) g, v = (1 - b2) g^2 and the
     step lr sqrt(1 - b2) / (1 - b1) m / (sqrt(v) + eps) = lr g / (|g| + eps / sqrt(1 - b2)).
     With the multipliers: lr k and eps e. A large epsilon makes e visible in the step."""
@@ -132,8 +164,7 @@ def test_one_adam_update_is_adams_formula_with_the_lr_and_eps_multipliers(tmp_pa
     lr, eps, beta2 = 1e-2, 1e-3, 0.98
     options = ["--optimizer", "adam", "--lr", str(lr), "--lr-scheduler", "fixed",
                "--adam-eps", str(eps), "--adam-betas", f"(0.9, {beta2})", "--dropout", "0",
-               "--criterion", "cross_entropy", "--share-all-embeddings",
-               "--depth-transfer", "depth_mup", "--depth-base", "1"]
+               "--criterion", "cross_entropy", "--share-all-embeddings", *transfer]
     method = "pre_ln" if arch.startswith("pre_ln") else "deepnet"
     cfg, task, model, criterion = build_training(str(tmp_path), method, 2, options, seed=1)
     trainer = Trainer(cfg, task, model, criterion)
@@ -143,13 +174,13 @@ def test_one_adam_update_is_adams_formula_with_the_lr_and_eps_multipliers(tmp_pa
     checked = 0
     for name, p in model.named_parameters():
         g = p.grad  # the gradient as clipped and stepped; the hook restores it after the step
-        k = e = 2 ** -0.5 if ".layers." in name else 1.0
+        k, e = (k_layers, e_layers) if ".layers." in name else (1.0, 1.0)
         expected = -k * lr * g / (g.abs() + e * eps / math.sqrt(1 - beta2))
         # float32: the step is read back as a difference of parameters near 1 (half an ulp)
         ulp = torch.finfo(torch.float32).eps * (before[name].abs() + 1)
         assert ((p.detach() - before[name] - expected).abs() <= ulp + 1e-4 * expected.abs()).all()
         checked += ".layers." in name and bool((g.abs() < 10 * eps).any())
-    assert checked  # some tagged gradients are small enough for epsilon to matter
+    assert checked or e_layers == 1.0  # some tagged gradients are small enough for eps to matter
 
 
 @pytest.mark.parametrize("extra,message", [

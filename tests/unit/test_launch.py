@@ -809,6 +809,21 @@ def test_lr_base_layers_moves_the_peak_rate_by_docs_methods_rule():
     assert float(option(cmd, "--lr")) == pytest.approx(4e-3 * 0.34641, rel=1e-4)
     _, _, cmd = plan({"DEVICE": "cpu", "SIZE": "mini", "LR": "4e-3", "LAYERS": "50"})
     assert option(cmd, "--lr") == "4e-3"
+    assert "--layers-lr-multiplier" not in cmd
+
+
+def test_lr_depth_scope_layers_moves_the_layers_rate_alone():
+    """LR_DEPTH_SCOPE=layers: the same factor, on the layers' parameters alone
+    (--layers-lr-multiplier); --lr stays LR for the embeddings and output projection."""
+    env = {"DEVICE": "cpu", "SIZE": "mini", "LR": "4e-3", "LR_BASE_LAYERS": "6",
+           "LR_DEPTH_SCOPE": "layers", "LAYERS": "50"}
+    _, _, cmd = plan(env)
+    assert option(cmd, "--lr") == "4e-3"
+    assert float(option(cmd, "--layers-lr-multiplier")) == pytest.approx(0.24312, rel=1e-4)
+    _, _, cmd = plan({**env, "LR_DEPTH_SCOPE": "all"})
+    assert "--layers-lr-multiplier" not in cmd
+    with pytest.raises(settings.SettingError, match="LR_DEPTH_SCOPE"):
+        plan({**env, "LR_DEPTH_SCOPE": "embeddings"})
 
 
 @pytest.mark.parametrize("dataset", ["wmt17", "opus100"])

@@ -5,7 +5,7 @@ A user's TRAIN_ARGS are checked against what the recipe sets in ``train_args.py`
 
 import os
 import sys
-from typing import List
+from typing import List, Optional
 
 from ... import methods
 from ...criterions import SOURCE_GAIN
@@ -47,7 +47,8 @@ def method_args(cfg: Settings) -> List[str]:
 
 
 # need the optimizer to step each tensor (nn/layernorm_lr.py)
-PER_TENSOR_OPTIONS = ("--deepnorm-ln-lr-multiplier", "--depth-transfer")
+PER_TENSOR_OPTIONS = ("--deepnorm-ln-lr-multiplier", "--depth-transfer",
+                      "--layers-lr-multiplier")
 
 
 def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List[str]:
@@ -61,14 +62,32 @@ def per_tensor_steps(layout: Layout, method: List[str], args: List[str]) -> List
     return ["--fp16-no-flatten-grads"] if needs and flat else []
 
 
-def peak_lr(cfg: Settings) -> str:
-    """fairseq's --lr: LR, or with LR_BASE_LAYERS set, LR moved from that depth to the run's
-    by the rule LR x (LR_BASE_LAYERS / L)^LR_DEPTH_POWER, L the mean layers per side."""
+def depth_rule_factor(cfg: Settings) -> Optional[float]:
+    """LR_BASE_LAYERS's factor (LR_BASE_LAYERS / L)^LR_DEPTH_POWER, L the mean layers per side;
+    None where the rule is off."""
     base = cfg.optim.lr_base_layers
     if not base:
-        return cfg.text.optim.lr
+        return None
     layers = (cfg.run.enc_layers + cfg.run.dec_layers) / 2
-    return f"{cfg.optim.lr * (base / layers) ** cfg.optim.lr_depth_power:.6g}"
+    return (base / layers) ** cfg.optim.lr_depth_power
+
+
+def peak_lr(cfg: Settings) -> str:
+    """fairseq's --lr: LR, or LR moved by LR_BASE_LAYERS's rule where it moves every parameter
+    (LR_DEPTH_SCOPE=all)."""
+    factor = depth_rule_factor(cfg)
+    if factor is None or cfg.optim.lr_depth_scope != "all":
+        return cfg.text.optim.lr
+    return f"{cfg.optim.lr * factor:.6g}"
+
+
+def layers_lr_args(cfg: Settings) -> List[str]:
+    """--layers-lr-multiplier where LR_BASE_LAYERS's rule moves the layers alone
+    (LR_DEPTH_SCOPE=layers): the layers train at LR x factor, the rest at LR."""
+    factor = depth_rule_factor(cfg)
+    if factor is None or cfg.optim.lr_depth_scope != "layers":
+        return []
+    return ["--layers-lr-multiplier", f"{factor:.6g}"]
 
 
 def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[str],
@@ -79,6 +98,7 @@ def train_command(cfg: Settings, layout: Layout, method: List[str], task: List[s
     where = paths(cfg)
     # the values as resolved (their text: 1e-7 stays 1e-7 on the command line)
     model, optim, machine = cfg.text.model, cfg.text.optim, cfg.text.machine
+    method = [*method, *layers_lr_args(cfg)]
     args = [where.bin, "--user-dir", USER_DIR, *task, *method,
             "--encoder-embed-dim", model.embed_dim, "--encoder-ffn-embed-dim", model.ffn_dim,
             "--encoder-attention-heads", model.heads, "--decoder-embed-dim", model.embed_dim,

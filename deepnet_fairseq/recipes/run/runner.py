@@ -39,8 +39,8 @@ from . import runlog
 from .lengths import refuse_too_long
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
-from .commands import (PER_TENSOR_OPTIONS, method_args, peak_lr, prepare_first, task_args,
-                       train_command)
+from .commands import (PER_TENSOR_OPTIONS, layers_lr_args, method_args, peak_lr,
+                       prepare_first, task_args, train_command)
 from .layout import machine_problem, plan_layout
 from ..data.checks import data_otherwise
 from ..spec.paths import paths
@@ -179,7 +179,9 @@ def train(cfg: Settings, env: Mapping[str, str], dry_run: bool = False) -> int:
     log(cfg, "train", f"{name}: {run.enc_layers}L-{run.dec_layers}L {run.method}, "
                       f"{model.embed_dim}-{model.ffn_dim}-{model.heads}, {layout.summary()}")
     if cfg.optim.lr_base_layers:
-        log(cfg, "train", f"{name}: peak lr {peak_lr(cfg)}, LR={cfg.text.optim.lr} moved from "
+        rate = (f"peak lr {peak_lr(cfg)}" if cfg.optim.lr_depth_scope == "all" else
+                f"the layers' lr x {layers_lr_args(cfg)[1]}")
+        log(cfg, "train", f"{name}: {rate}, LR={cfg.text.optim.lr} moved from "
                           f"{cfg.text.optim.lr_base_layers} layers per side by (base / L)^"
                           f"{cfg.text.optim.lr_depth_power}")
     if "--fp16-no-flatten-grads" in command and any(o in command for o in PER_TENSOR_OPTIONS):
