@@ -69,7 +69,7 @@ def _settings(value) -> bool:  # name -> {"value": text, "from": text}
 def _directions(value) -> bool:  # "en-de" -> its scores
     return isinstance(value, dict) and all(
         _text(pair) and isinstance(scores, dict)
-        and all(_score(scores.get(key)) for key in ("sacrebleu", "tok_bleu", "distinct_share"))
+        and all(_score(scores.get(key)) for key in ("sacrebleu", "tok_bleu", "chrf", "distinct_share"))
         for pair, scores in value.items())
 
 
@@ -87,7 +87,7 @@ FIELDS: Dict[str, Dict[str, Callable[[object], bool]]] = {
     "evaluate-config": {"settings": _settings},
     "sweep-config": {"settings": _settings},
     "purpose": {},
-    "eval": {"directions": _directions, "sacrebleu_avg": _score, "en_x": _score,
+    "eval": {"directions": _directions, "sacrebleu_avg": _score, "chrf_avg": _score, "en_x": _score,
              "x_en": _score},
 }
 

@@ -203,3 +203,111 @@ def test_a_character_cleaning_removes_costs_no_bleu_inside_a_reference(tmp_path,
                                                  "Zwei Männer arbeiten ."])
     result = score.score_direction(gen, str(ref), "de", tokenized=False, compound_split=False)
     assert result["sacrebleu"] == 100.0
+
+
+# ---- chrF, paired bootstrap, seed intervals -----------------------------------------------
+
+def _damaged(lines, drop, seed):
+    import random
+
+    rng = random.Random(seed)
+    return [" ".join(w for w in line.split() if rng.random() > drop) for line in lines]
+
+
+def _shipped_references(count=300):
+    import gzip
+    import os
+
+    from deepnet_fairseq.corpora import multi30k_dir
+
+    path = os.path.join(multi30k_dir(), "test_2016_flickr.de.gz")
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n") for line in handle][:count]
+
+
+def test_chrf_is_sacrebleus_chrf_with_its_signature(tmp_path):
+    """The scorer's chrF is sacrebleu's corpus_chrf (the metric's own function) of the same
+    detokenised lines; 100 for a perfect copy; averaged over directions."""
+    import sacrebleu
+
+    refs = _shipped_references(50)
+    hyps = _damaged(refs, 0.3, 1)
+    scored = score.score_direction(generate_output(tmp_path / "g.txt", hyps),
+                                   references(tmp_path / "r.txt", refs), "de", False, False)
+    assert scored["chrf"] == round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)
+    assert scored["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no")
+    perfect = score.score_direction(generate_output(tmp_path / "p.txt", refs),
+                                    references(tmp_path / "r.txt", refs), "de", False, False)
+    assert perfect["chrf"] == 100.0
+    summary = score.summarise({"en-de": scored, "en-fr": perfect})
+    assert summary["chrf_avg"] == round((scored["chrf"] + 100.0) / 2, 2)
+
+
+def test_paired_bootstrap_is_sacrebleus_own_command_line(tmp_path, capfd, monkeypatch):
+    """The recipes' paired bootstrap against the sacrebleu command's --paired-bs on the same
+    files (its text table: scores, bootstrap means and intervals to 1 decimal, p to 4), on 300
+    shipped references and two damaged copies of them."""
+    import os
+    import sys
+
+    from sacrebleu import sacrebleu as cli
+
+    from deepnet_fairseq.recipes.evaluation import significance
+
+    refs = _shipped_references()
+    a, b = _damaged(refs, 0.3, 0), _damaged(refs, 0.25, 1)
+    ours = significance.paired_bootstrap(a, b, refs, samples=500, seed=7)
+    files = {}
+    for name, lines in (("ref", refs), ("a", a), ("b", b)):
+        files[name] = tmp_path / f"{name}.txt"
+        files[name].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setenv("SACREBLEU_SEED", "7")
+    monkeypatch.setattr(sys, "argv", ["sacrebleu", str(files["ref"]), "-i", str(files["a"]),
+                                      str(files["b"]), "-m", "bleu", "chrf", "--paired-bs",
+                                      "--paired-bs-n", "500", "-f", "text"])
+    # it reopens stdin and stdout on their file descriptors: both restored after it, and its
+    # table read from the descriptor (capfd)
+    with open(os.devnull, encoding="utf-8") as nothing:
+        monkeypatch.setattr(sys, "stdin", nothing)
+        monkeypatch.setattr(sys, "stdout", sys.stdout)
+        try:
+            cli.main()
+        except SystemExit as stop:
+            assert not stop.code
+        finally:
+            sys.stdout.flush()
+    table = capfd.readouterr().out
+    import re
+
+    # its cells row by row: baseline BLEU, baseline chrF, system BLEU, system chrF (score,
+    # bootstrap mean, 95% half width, 1 decimal); then the system's p values (4 decimals)
+    cells = [tuple(map(float, m)) for m in re.findall(r"(\d+\.\d) \((\d+\.\d) ± (\d+\.\d)\)",
+                                                      table)]
+    p_values = [float(p) for p in re.findall(r"\(p = (\d\.\d{4})\)", table)]
+    metrics = [ours["metrics"]["BLEU"], ours["metrics"]["chrF2"]]
+    expected = [(r[side], *r[f"{side}_ci"]) for side in ("baseline", "system") for r in metrics]
+    assert len(cells) == 4 and len(p_values) == 2, table
+    for got, want in zip(cells, expected):
+        assert got == pytest.approx(want, abs=0.051), table
+    assert p_values == pytest.approx([r["p"] for r in metrics], abs=1e-4), table
+    assert ours["metrics"]["BLEU"]["difference"] > 0 and ours["metrics"]["BLEU"]["p"] < 0.05
+    # two halves of one damage level: a small difference, not significant
+    c = a[:150] + _damaged(refs[150:], 0.3, 2)
+    near = significance.paired_bootstrap(a, c, refs, samples=200)
+    assert abs(near["metrics"]["BLEU"]["difference"]) < 2 and near["metrics"]["BLEU"]["p"] > 0.05
+    with pytest.raises(ValueError, match="not the same test set"):
+        significance.paired_bootstrap(a, b[:-1], refs)
+
+
+def test_seed_interval_is_the_student_t_interval_by_hand():
+    from deepnet_fairseq.recipes.evaluation.significance import seed_interval
+
+    # 20.1, 21.3, 19.8: mean 20.4, s = sqrt(((-0.3)^2 + 0.9^2 + (-0.6)^2) / 2) = sqrt(0.63),
+    # half width t(0.975, 2) = 4.303 times s / sqrt(3)
+    got = seed_interval([20.1, 21.3, 19.8])
+    assert got["n"] == 3 and got["mean"] == pytest.approx(20.4)
+    assert got["sd"] == pytest.approx(math.sqrt(0.63))
+    assert got["half_width"] == pytest.approx(4.303 * math.sqrt(0.63) / math.sqrt(3))
+    assert seed_interval([5.0]) == {"n": 1, "mean": 5.0, "sd": None, "half_width": None}
+    with pytest.raises(ValueError):
+        seed_interval([])

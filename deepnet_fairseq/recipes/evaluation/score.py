@@ -12,6 +12,8 @@ raw reference text, one sentence a line, in the same order as the test set.
   the raw references, as they are in the test set (the standard, comparable across papers and
   systems; sacreBLEU does its own tokenisation and must not get pre-processed references). The
   signature is stored beside each score.
+* chrF: sacreBLEU's own chrF (character 6-grams, beta 2, no word n-grams) on the same
+  detokenised text, with its signature.
 * tokenized BLEU (``--tokenized-bleu``): hypotheses and references processed the same way
   (``tokenize``): the recipes' cleaning normalisation (``clean.normaliser``: control
   characters removed, Moses punctuation normalisation, e.g. German quotes, „…“ and »…«, become
@@ -88,9 +90,11 @@ def score_direction(generate_output: str, reference: str, target_lang: str,
     if len(hyps) != len(refs):
         raise ValueError(f"{generate_output} has {len(hyps)} hypotheses but {reference} has "
                          f"{len(refs)} references: decoding was incomplete or the files differ")
-    metric = sacrebleu.BLEU()
+    metric, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
     result = {"sacrebleu": round(metric.corpus_score(hyps, [refs]).score, 2),
-              "signature": str(metric.get_signature()), "sentences": len(refs)}
+              "signature": str(metric.get_signature()),
+              "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),
+              "chrf_signature": str(chrf.get_signature()), "sentences": len(refs)}
     if tokenized:
         tok_metric = sacrebleu.BLEU(tokenize="none", force=True)
         result["tok_bleu"] = round(tok_metric.corpus_score(
@@ -105,6 +109,9 @@ def summarise(directions: Dict[str, Dict]) -> Dict:
     summary = {"directions": directions}
     scores = {name: d["sacrebleu"] for name, d in directions.items()}
     summary["sacrebleu_avg"] = round(statistics.fmean(scores.values()), 2)
+    chrf = [d["chrf"] for d in directions.values() if "chrf" in d]
+    if len(chrf) == len(directions):
+        summary["chrf_avg"] = round(statistics.fmean(chrf), 2)
     x_en = [s for name, s in scores.items() if name.endswith("-en")]
     en_x = [s for name, s in scores.items() if name.startswith("en-")]
     if x_en:
