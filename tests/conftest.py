@@ -17,7 +17,7 @@ import subprocess
 import pytest
 
 import deepnet_fairseq
-from support import REPO, build, fairseq_preprocess, save_checkpoint, write_reverse_corpus
+from support import REPO, build, fairseq_preprocess, save_checkpoint, train, write_reverse_corpus
 
 deepnet_fairseq.register()  # the tests build models through fairseq in this process
 
@@ -97,6 +97,22 @@ def mono_data(toy_data):
                        "--validpref", root / "valid.src", "--destdir", root / "mono",
                        "--workers", 1)
     return root / "mono"
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(toy_data, tmp_path_factory):
+    """The session's one trained tiny DeepNet (3L-2L, shared embeddings): fairseq-train's own
+    main, 200 updates on the toy reversal at lr 3e-3, no dropout, init gain beta 1 (at this
+    width the paper's beta keeps the model at the uniform loss for about 400 updates; with beta
+    1 it reverses in part after 200), alpha the paper's (1.11 and 1.57). No validation and one
+    save at the end: the same weights, without 40 checkpoint writes. The path of its
+    checkpoint_last.pt; a test that changes it copies it first."""
+    save = tmp_path_factory.mktemp("trained-tiny") / "checkpoints"
+    train(toy_data, save, "--encoder-layers", 3, "--decoder-layers", 2,
+          "--share-all-embeddings", "--max-update", 200, "--lr", "3e-3", "--dropout", 0,
+          "--deepnorm-encoder-beta", 1, "--deepnorm-decoder-beta", 1, "--disable-validation",
+          "--save-interval", 1000)
+    return save / "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="session")

@@ -91,6 +91,18 @@ def _reference(inputs, fixtures):
     return path
 
 
+def _evaluated_run(inputs, name):
+    """A run directory as the recipes' evaluation leaves it: eval/eval.json naming its
+    reference, eval/src-tgt/generate-test.txt."""
+    run = inputs / name
+    (run / "eval" / "src-tgt").mkdir(parents=True, exist_ok=True)
+    (run / "eval" / "src-tgt" / "generate-test.txt").write_text(
+        "S-0\ta b\nH-0\t-0.1\tb a\nD-0\t-0.1\tb a\n")
+    (run / "eval" / "eval.json").write_text(json.dumps(
+        {"directions": {"src-tgt": {"sacrebleu": 100.0, "reference": str(_reference(inputs, {}))}}}))
+    return run
+
+
 def _corpus(inputs, fixtures):
     """A small parallel text, corpus.src and corpus.tgt."""
     pair = inputs / "corpus.src", inputs / "corpus.tgt"
@@ -158,6 +170,11 @@ TABLE: List[Output] = [
            lambda i, f, out: ["--direction", "src-tgt", str(_generated(i, f)),
                               str(_reference(i, f)), "--out", out],
            lambda i, f: [_generated(i, f), _reference(i, f)], name="result.json"),
+    Output("significance", "--out", "deepnet_fairseq.recipes.evaluation.significance:main",
+           lambda i, f, out: [str(_evaluated_run(i, "a")), str(_evaluated_run(i, "b")),
+                              "--samples", "10", "--out", out],
+           lambda i, f: [_reference(i, f), _evaluated_run(i, "a") / "eval" / "eval.json"],
+           name="result.json"),
     Output("runlog", "--out", "deepnet_fairseq.recipes.run.runlog:main",
            lambda i, f, out: ["--log", str(_monitor_log(i, f)), "--exit-code", "0",
                               "--vocab-size", "40", "--out", out],

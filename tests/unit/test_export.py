@@ -104,7 +104,8 @@ def test_output_is_model_only_plain_and_plugin_free(toy_data, tmp_path):
                                     "exported_from": "deepnet.pt", "trained_arch": before["arch"]}
     assert options["arch"] == options["_name"] == "transformer"
     assert options["user_dir"] is None and state["cfg"]["common"]["user_dir"] is None
-    plugin = ("deepnorm", "depth_")  # DeepNet's options, and those every method has
+    # DeepNet's options, and those every method has (methods.DEPTH_TRANSFER_OPTIONS)
+    plugin = ("deepnorm", "depth_", "layers_lr_multiplier")
     assert not [key for key in options if key.startswith(plugin)]
     changed = {"arch", "_name", "user_dir"}
     assert {k: v for k, v in options.items() if k not in changed} == \

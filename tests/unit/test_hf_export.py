@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from deepnet_fairseq import export, spm
-from support import NARROW, build, fairseq_preprocess, sample_batch, save_checkpoint, train
+from support import NARROW, build, fairseq_preprocess, sample_batch, save_checkpoint
 
 transformers = pytest.importorskip("transformers", reason="the deploy extra (transformers) is "
                                                           "not installed")
@@ -58,17 +58,12 @@ def load_transformers(directory):
 
 
 @pytest.fixture(scope="module")
-def trained(toy_data, tmp_path_factory):
-    """A tiny DeepNet trained by fairseq-train on the toy reversal (200 updates), exported with
-    --transformers and --output by the CLI. The init gain beta is 1: at this width the paper's
-    beta keeps the model at the uniform loss for about 400 updates (with beta 1 it reverses
-    in part after 200); alpha, what the export folds, is the paper's (1.11 and 1.57)."""
+def trained(trained_tiny, tmp_path_factory):
+    """The session's trained tiny DeepNet (conftest: 200 updates of fairseq-train on the toy
+    reversal, beta 1, alpha the paper's 1.11 and 1.57, what the export folds), exported with
+    --transformers and --output by the CLI."""
     root = tmp_path_factory.mktemp("hf")
-    train(toy_data, root / "checkpoints", "--encoder-layers", 3, "--decoder-layers", 2,
-          "--share-all-embeddings", "--max-update", 200, "--lr", "3e-3", "--dropout", 0,
-          "--deepnorm-encoder-beta", 1, "--deepnorm-decoder-beta", 1, "--disable-validation",
-          "--save-interval", 1000)
-    checkpoint = root / "checkpoints" / "checkpoint_last.pt"
+    checkpoint = trained_tiny
     export.main([str(checkpoint), "--transformers", str(root / "hf"),
                  "--output", str(root / "plain.pt")])
     from fairseq import checkpoint_utils

@@ -13,15 +13,13 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import deepnet_fairseq
 from deepnet_fairseq.hub import InputError, LoadError, check_pieces
-from support import USER_DIR, train
+from support import USER_DIR
 
 
 @pytest.fixture(scope="module")
-def trained(toy_data, tmp_path_factory):
-    save = tmp_path_factory.mktemp("hub") / "checkpoints"
-    train(toy_data, save, "--max-update", "60", "--encoder-layers", "3", "--decoder-layers", "2",
-          "--share-all-embeddings", "--dropout", "0")
-    return str(save / "checkpoint_last.pt")
+def trained(trained_tiny):
+    """The session's trained tiny DeepNet (conftest), read and copied here, never changed."""
+    return str(trained_tiny)
 
 
 @pytest.fixture(scope="module")

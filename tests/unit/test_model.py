@@ -210,8 +210,10 @@ def test_checkpointing_changes_nothing_but_time_and_memory(toy_data, tmp_path):
     # the same within float rounding: the recomputed backward sums in another order (without
     # the RNG restored, dropout would draw other masks and the losses would part at once); not
     # k_proj's bias, whose gradient is rounding alone (softmax ignores a constant added to every
-    # score of a query), which Adam's normalised steps turn into noise of the step's size
-    assert all(torch.allclose(weights["plain"][k], weights["ckpt"][k], rtol=1e-5, atol=1e-6)
+    # score of a query), which Adam's normalised steps turn into noise of the step's size.
+    # atol 2e-5: on one thread the summation order leaves up to 5.5e-6 in fc1 (measured); other
+    # dropout masks would differ by the steps themselves, about 1e-3, and part the losses above
+    assert all(torch.allclose(weights["plain"][k], weights["ckpt"][k], rtol=1e-5, atol=2e-5)
                for k in weights["plain"] if not k.endswith("k_proj.bias"))
 # SHARED with test_train_generate.py: ['TINY_TRAIN', 'train']
 

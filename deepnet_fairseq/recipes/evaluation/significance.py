@@ -3,7 +3,7 @@ evaluated runs on the same test set, and the mean with a confidence interval ove
 a cell.
 
     python -m deepnet_fairseq.recipes.evaluation.significance BASELINE_RUN SYSTEM_RUN \\
-        [--direction en-de] [--samples 1000] [--seed 12345] [--json OUT]
+        [--direction en-de] [--samples 1000] [--seed 12345] [--out RESULT.json]
 
 Each RUN is a run directory the recipes evaluated (its ``eval/<SRC-TGT>/generate-test.txt``);
 the references are the ones its ``eval/eval.json`` names (both runs must name the same text).
@@ -26,7 +26,8 @@ import sys
 from typing import Dict, List, Sequence
 
 from .. import cli_parser
-from ...storage.fileio import one_line_os_errors
+from ...storage.fileio import (add_force_argument, check_tool_output, one_line_os_errors,
+                                write_json)
 from .score import hypotheses, references
 
 # Student's t, the 0.975 quantile, by degrees of freedom (tables; 1.96 beyond 30)
@@ -117,11 +118,15 @@ def main(argv=None) -> int:
                         help="SRC-TGT (default: the one direction both runs evaluated)")
     parser.add_argument("--samples", type=int, default=1000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=12345, help="the resampling's seed")
-    parser.add_argument("--json", default=None, help="also write the result here")
+    parser.add_argument("--out", default=None, help="also write the result here, as JSON")
+    add_force_argument(parser, "an existing --out")
     args = parser.parse_args(argv)
     try:
         direction = args.direction or _only_direction(args.baseline, args.system)
         a, b = run_outputs(args.baseline, direction), run_outputs(args.system, direction)
+        if args.out:  # never onto what it reads: the runs and their references
+            check_tool_output(args.out, [args.baseline, args.system, a["reference"],
+                                         b["reference"]], args.force, "--out")
         if os.path.realpath(a["reference"]) != os.path.realpath(b["reference"]) and \
                 references(a["reference"]) != references(b["reference"]):
             raise ValueError(f"the runs were scored against different references "
@@ -134,9 +139,8 @@ def main(argv=None) -> int:
     for metric, r in result["metrics"].items():
         print(f"{direction} {metric}: {r['baseline']} -> {r['system']} ({r['difference']:+.2f}), "
               f"paired bootstrap p = {r['p']} ({args.samples} resamples, seed {args.seed})")
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(result, handle, indent=2)
+    if args.out:
+        write_json(args.out, result, inputs=[args.baseline, args.system])
     return 0
 
 

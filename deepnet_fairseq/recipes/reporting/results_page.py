@@ -62,6 +62,10 @@ FOLDERS = {
     "wmt17-mini": ("the first real-text sweep, Post-LN, Pre-LN and DeepNet (2026-11-23)", None),
     "depth-transfer": ("the learning rate across depth with CompleteP and Depth-muP, with every "
                        "cell, the plot, Adam's epsilon check and how to go on", None),
+    "deepnet-depth-diagnosis": ("why DeepNet loses with depth here: a pre-registered "
+                                "experiment on warmup, the depth rule on the layers alone, "
+                                "Depth-muP and seeds, its hypotheses committed before its "
+                                "cells ran", None),
     "multilingual-depth": ("the multilingual depth law in miniature, Table 2 on the shipped "
                            "Multi30k in four languages through the OPUS-100 recipe: the "
                            "budget, the depth sweep, the matched-size control", None),

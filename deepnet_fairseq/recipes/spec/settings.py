@@ -208,11 +208,11 @@ SETTINGS: Dict[str, Setting] = {
     "LR_DEPTH_POWER": _s("float", "the exponent of LR_BASE_LAYERS's rule; 2/3 is what plain "
                                   "DeepNet measured (docs/methods.md)", "0.667",
                          bounds=(0, None, True), affects=TRAINED),
-    "LR_DEPTH_SCOPE": _s("text", "what LR_BASE_LAYERS's rule moves: all (fairseq's --lr, every "
+    "LR_DEPTH_SCOPE": _s("all|layers", "what LR_BASE_LAYERS's rule moves: all (fairseq's --lr, every "
                                  "parameter) or layers (the layers' parameters alone, by "
                                  "--layers-lr-multiplier; the embeddings, output projection and "
                                  "final LayerNorms keep LR, as CompleteP and Depth-muP do)",
-                         "all", pattern=(r"all|layers", "all or layers"), affects=TRAINED),
+                         "all", affects=TRAINED),
     # fairseq's inverse_sqrt schedule divides by the warmup
     "WARMUP": _s("int", "inverse_sqrt warmup updates", bounds=AT_LEAST_ONE, affects=TRAINED),
     "WARMUP_INIT_LR": _s("float", "learning rate at update 0 of the warmup",
