@@ -14,11 +14,21 @@ session (by fairseq-preprocess's own main, in this process)."""
 import os
 import subprocess
 
-import pytest
+# One thread per test process and per process a test starts (OMP_NUM_THREADS is inherited),
+# unless the caller chose: the models here are tiny, so a second thread buys little, and where
+# threads outnumber the free cores (two pytest-xdist workers on two cores, or a training beside
+# the suite) OpenMP's barriers wait on descheduled threads (the session's trained model took
+# 234 s on two threads beside one busy core, 17 s on one). Before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import deepnet_fairseq
-from support import REPO, build, fairseq_preprocess, save_checkpoint, train, write_reverse_corpus
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
+import deepnet_fairseq  # noqa: E402
+from support import (REPO, build, fairseq_preprocess, save_checkpoint, train,  # noqa: E402
+                     write_reverse_corpus)
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 deepnet_fairseq.register()  # the tests build models through fairseq in this process
 
 pytest_plugins = ["release_server",  # its ``server`` fixture: the download tests, fast and slow
