@@ -140,6 +140,17 @@ def valid_curve(log_text: str) -> Dict[int, float]:
     return dict(sorted(curve.items()))
 
 
+def valid_nll_curve(log_text: str) -> Dict[int, float]:
+    """{num_updates: validation nll (bits, ``valid_nll``)} of every validation in a
+    fairseq-train log, beside ``valid_curve``'s label-smoothed loss; the later record wins."""
+    curve = {}
+    for line in log_text.splitlines():
+        nll, updates = valid_nll(line), UPDATES.search(line)
+        if nll is not None and updates and VALID_LOSS.search(line):
+            curve[int(updates.group(1))] = nll
+    return dict(sorted(curve.items()))
+
+
 def train_seconds(log_text: str) -> Dict[int, float]:
     """{num_updates: training seconds up to that update} from a fairseq-train log's
     ``train_inner`` records (fairseq's ``train_wall`` of each logged interval, summed): the

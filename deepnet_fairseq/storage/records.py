@@ -28,11 +28,13 @@ KINDS = {
     "sweep-config": 1,     # WORK/sweep.config.json: a sweep's settings and runs
     "purpose": 1,          # RUN/eval/purpose.json: the checkpoints and arguments evaluated
     "eval": 2,             # RUN/eval/eval.json: the scores; 2 adds "references" (a path)
+    "significance": 1,     # a paired bootstrap of two runs (recipes.evaluation.significance)
 }
 # the step that writes each kind anew, once the record in the way is moved aside
 WRITTEN_BY = {"status": "train.sh", "run-config": "train.sh", "data-config": "prepare.sh",
               "evaluate-config": "evaluate.sh", "sweep-config": "sweep.sh",
-              "purpose": "evaluate.sh", "eval": "evaluate.sh"}
+              "purpose": "evaluate.sh", "eval": "evaluate.sh",
+              "significance": "python -m deepnet_fairseq.recipes.evaluation.significance"}
 
 
 # ---- the fields the readers rely on, typed: a hand-edited record ("tok_bleu": "abc", a list
@@ -87,6 +89,8 @@ FIELDS: Dict[str, Dict[str, Callable[[object], bool]]] = {
     "evaluate-config": {"settings": _settings},
     "sweep-config": {"settings": _settings},
     "purpose": {},
+    "significance": {"direction": _text, "samples": _whole, "seed": _whole,
+                     "sentences": _whole},
     "eval": {"directions": _directions, "sacrebleu_avg": _score, "chrf_avg": _score, "en_x": _score,
              "x_en": _score},
 }

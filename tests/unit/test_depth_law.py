@@ -59,6 +59,18 @@ def test_training_seconds_count_each_logged_interval_once():
     assert fairseq_log.train_seconds(log) == {50: 9, 100: 17, 150: 28, 200: 37}
 
 
+def test_the_nll_curve_is_each_validations_nll_beside_its_loss():
+    """The label-smoothed loss and the nll of each validation, read from fairseq's valid lines;
+    a criterion without label smoothing logs no nll_loss, and its loss is the nll."""
+    valid = ("2026-01-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | "
+             "loss {} {}| ppl 9 | num_updates {}\n")
+    log = (valid.format("5.3", "| nll_loss 4.1 ", 200) + valid.format("4.9", "| nll_loss 3.7 ", 400)
+           + valid.format("4.8", "| nll_loss 3.6 ", 400)  # resumed: the later record wins
+           + valid.format("3.2", "", 600))
+    assert fairseq_log.valid_curve(log) == {200: 5.3, 400: 4.8, 600: 3.2}
+    assert fairseq_log.valid_nll_curve(log) == {200: 4.1, 400: 3.6, 600: 3.2}
+
+
 def _run(runs, name, method, enc, dec, width, bleu, lr="1e-3", updates=1000, seconds=None,
          distinct=1.0, label=None, extra=()):
     run = runs / name
@@ -153,7 +165,8 @@ def test_exported_runs_keep_their_training_seconds(tmp_path):
     curves.main([str(runs / "deepnet-6L-6L"), "--export", str(tmp_path / "kept")])
     kept = tmp_path / "kept" / "deepnet-6L-6L"
     assert read_csv(kept / "valid_loss.csv") == [
-        {"num_updates": "250", "valid_loss_bits": "7.5", "train_seconds": "61"}]
+        {"num_updates": "250", "valid_loss_bits": "7.5", "valid_nll_bits": "7",
+         "train_seconds": "61"}]
     assert curves.training_seconds(str(kept)) == {250: 61.0}
     assert DATASETS["opus100"].task.depth_law
 

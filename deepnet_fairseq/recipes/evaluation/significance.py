@@ -18,7 +18,7 @@ the references are the ones its ``eval/eval.json`` names (both runs must name th
   Student-t interval, mean +- t(0.975, n - 1) s / sqrt(n); with one seed there is no interval.
 """
 
-import json
+import logging
 import math
 import os
 import statistics
@@ -26,8 +26,9 @@ import sys
 from typing import Dict, List, Sequence
 
 from .. import cli_parser
-from ...storage.fileio import (add_force_argument, check_tool_output, one_line_os_errors,
-                                write_json)
+from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
+                                one_line_os_errors)
+from ...storage.records import read_record, write_record
 from .score import hypotheses, references
 
 # Student's t, the 0.975 quantile, by degrees of freedom (tables; 1.96 beyond 30)
@@ -75,12 +76,16 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str],
     # SACREBLEU_SEED is how sacrebleu takes a seed for its resampling (PairedTest reads it)
     saved = os.environ.get("SACREBLEU_SEED")
     os.environ["SACREBLEU_SEED"] = str(seed)
+    quiet = logging.getLogger("sacrebleu")  # its INFO line per metric and system
+    level = quiet.level
+    quiet.setLevel(logging.WARNING)
     try:
         test = PairedTest([("baseline", baseline), ("system", system)],
                           {"BLEU": sacrebleu.BLEU(), "chrF": sacrebleu.CHRF()}, [refs],
                           test_type="bs", n_samples=samples)
         _, scores = test()
     finally:
+        quiet.setLevel(level)
         if saved is None:
             os.environ.pop("SACREBLEU_SEED", None)
         else:
@@ -99,9 +104,7 @@ def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str],
 def run_outputs(run_dir: str, direction: str) -> Dict:
     """A run's decoded hypotheses for DIRECTION and the reference its evaluation names."""
     eval_dir = os.path.join(run_dir, "eval")
-    with open(os.path.join(eval_dir, "eval.json"), encoding="utf-8") as handle:
-        record = json.load(handle)
-    directions = record.get("directions", {})
+    directions = _evaluated(run_dir)
     if direction not in directions:
         raise ValueError(f"{run_dir} has no evaluation of {direction} (it has "
                          f"{', '.join(sorted(directions)) or 'none'})")
@@ -133,22 +136,30 @@ def main(argv=None) -> int:
                              f"({a['reference']}, {b['reference']})")
         result = paired_bootstrap(a["hypotheses"], b["hypotheses"], references(a["reference"]),
                                   args.samples, args.seed)
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, RecordError) as err:
         parser.error(str(err))
     result.update(direction=direction, baseline=args.baseline, system=args.system)
     for metric, r in result["metrics"].items():
         print(f"{direction} {metric}: {r['baseline']} -> {r['system']} ({r['difference']:+.2f}), "
               f"paired bootstrap p = {r['p']} ({args.samples} resamples, seed {args.seed})")
     if args.out:
-        write_json(args.out, result, inputs=[args.baseline, args.system])
+        write_record(args.out, "significance", result, force=args.force)
     return 0
+
+
+def _evaluated(run_dir: str) -> Dict:
+    """The directions a run's evaluation scored (its eval/eval.json, read as a record)."""
+    path = os.path.join(run_dir, "eval", "eval.json")
+    record = read_record(path, "eval")
+    if record is None:
+        raise ValueError(f"{run_dir} has no evaluation ({path}): run its evaluate step first")
+    return record.get("directions", {})
 
 
 def _only_direction(*run_dirs) -> str:
     common = None
     for run_dir in run_dirs:
-        with open(os.path.join(run_dir, "eval", "eval.json"), encoding="utf-8") as handle:
-            found = set(json.load(handle).get("directions", {}))
+        found = set(_evaluated(run_dir))
         common = found if common is None else common & found
     if not common or len(common) > 1:
         raise ValueError(f"name a --direction: the runs share {', '.join(sorted(common or ())) or 'none'}")

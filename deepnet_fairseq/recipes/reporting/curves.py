@@ -15,8 +15,8 @@ fairseq-train's validation records: loss in bits and update count) or a director
   EMBED_DIM with FFN_DIM, ...), each holding the base and the runs that change it;
 * ``--export DIR``: for each run, ``DIR/<run>/`` with its ``command.sh``, ``status.json``,
   ``eval.json`` (the scores, where the run was evaluated) and ``valid_loss.csv`` (each
-  validation's update, loss and the training seconds spent up to it: fairseq's ``train_wall``,
-  ``fairseq_log.train_seconds``): the few KB of a run worth committing, without its
+  validation's update, label-smoothed loss, nll, both in bits, and the training seconds spent
+  up to it: fairseq's ``train_wall``, ``fairseq_log.train_seconds``): the few KB of a run worth committing, without its
   checkpoints.
 """
 
@@ -29,12 +29,13 @@ from typing import Dict, List, Optional
 
 from .. import cli_parser, save_png, write_atomically
 from ...storage.records import read_record, read_status
-from ...fairseq_log import train_seconds, valid_curve
+from ...fairseq_log import train_seconds, valid_curve, valid_nll_curve
 from ...plotting import pyplot
 from ...storage.fileio import add_force_argument, check_tool_output, copy_file, one_line_os_errors
 
 CURVE_FILE = "valid_loss.csv"
 SECONDS_COLUMN = "train_seconds"
+NLL_COLUMN = "valid_nll_bits"
 EXPORTED = (("command.sh", "command.sh"), ("status.json", "status.json"), ("config.json", "config.json"),
             (os.path.join("eval", "eval.json"), "eval.json"))
 
@@ -76,18 +77,32 @@ def training_seconds(run_dir: str) -> Optional[Dict[int, float]]:
     return {int(r["num_updates"]): float(r[SECONDS_COLUMN]) for r in rows}
 
 
-def curve_csv(curve: Dict[int, float], seconds: Optional[Dict[int, float]] = None) -> str:
+def curve_csv(curve: Dict[int, float], seconds: Optional[Dict[int, float]] = None,
+              nll: Optional[Dict[int, float]] = None) -> str:
     """The curve as CSV; with SECONDS (``training_seconds``), the training seconds up to each
-    validation: those of the last logged interval at or before it."""
+    validation: those of the last logged interval at or before it; with NLL, the validation
+    nll in bits beside the label-smoothed loss (empty where a validation logged none)."""
     logged = sorted(seconds or ())
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["num_updates", "valid_loss_bits"] + ([SECONDS_COLUMN] if logged else []))
+    writer.writerow(["num_updates", "valid_loss_bits"] + ([NLL_COLUMN] if nll else [])
+                    + ([SECONDS_COLUMN] if logged else []))
     for n, loss in curve.items():
         at = bisect.bisect_right(logged, n)
-        writer.writerow([n, f"{loss:g}"] + ([f"{seconds[logged[at - 1]]:g}" if at else "0"]
-                                            if logged else []))
+        writer.writerow([n, f"{loss:g}"]
+                        + ([f"{nll[n]:g}" if n in nll else ""] if nll else [])
+                        + ([f"{seconds[logged[at - 1]]:g}" if at else "0"] if logged else []))
     return out.getvalue()
+
+
+def nll_curve(run_dir: str) -> Optional[Dict[int, float]]:
+    """The run's validation nll curve from its train.log; None for an export (which keeps it
+    in its valid_loss.csv already, where it was exported with it)."""
+    log = os.path.join(run_dir, "train.log")
+    if not os.path.isfile(log):
+        return None
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        return valid_nll_curve(handle.read()) or None
 
 
 def export(run_dir: str, out_dir: str) -> str:
@@ -98,7 +113,8 @@ def export(run_dir: str, out_dir: str) -> str:
     for source, kept in EXPORTED:
         if os.path.isfile(os.path.join(run_dir, source)):
             copy_file(os.path.join(run_dir, source), os.path.join(target, kept))
-    write_atomically(os.path.join(target, CURVE_FILE), curve_csv(curve, training_seconds(run_dir)))
+    write_atomically(os.path.join(target, CURVE_FILE),
+                     curve_csv(curve, training_seconds(run_dir), nll_curve(run_dir)))
     return target
 
 
