@@ -1,7 +1,8 @@
 """The suite's layers and its shared data.
 
 - ``unit/``: the package in this process, models built and trained for a step or a few
-  through fairseq's own code; a couple of minutes on 2 cores.
+  through fairseq's own code; 5.5 minutes of test time on one thread (README: which tests to
+  run when).
 - ``integration/``: what crosses a process boundary: the console scripts and the shell recipes
   as a user runs them, an installed ``--user-dir``, signals, worker processes, the docs'
   commands; seconds each.
