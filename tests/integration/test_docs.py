@@ -68,7 +68,7 @@ RUN_AS_IS = re.compile(r"^(python -m deepnet_fairseq\.methods( --markdown| \w+ \
 DOC_COMMANDS = [
     (r"bash scripts/install\.sh.*", ".ci/run"),
     (r"SIZE=smoke bash scripts/quickstart\.sh", ".ci/run"),
-    (r"python -m pytest tests", ".ci/run"),
+    (r"python -m pytest tests(/unit)?", ".ci/run"),  # the layer runs within the whole
     (r"python -m deepnet_fairseq\.recipes DATASET STEP",
      "tests/unit/test_hostile_runtime.py::test_a_run_directory_the_recipes_did_not_create_is_left_alone"),
     (r"bash scripts/quickstart\.sh", ".ci/run"),
