@@ -78,12 +78,14 @@ def _scores(records: Dict) -> List[str]:
                 ""]
     lines = ["The recipes' evaluation of the run (fairseq-generate on the test set, the last "
              "checkpoints averaged, detokenised sacreBLEU; a single checkpoint scores somewhat "
-             "differently):", "", "| direction | sacreBLEU | tokenized BLEU | signature |",
-             "|---|---|---|---|"]
+             "differently):", "",
+             "| direction | sacreBLEU | chrF | tokenized BLEU | BLEU signature | chrF signature |",
+             "|---|---|---|---|---|---|"]
     for pair, result in sorted(scores["directions"].items()):
-        tok = result.get("tok_bleu")
-        lines.append(f"| {pair} | {result.get('sacrebleu', '')} | "
-                     f"{'' if tok is None else tok} | `{result.get('signature', '')}` |")
+        tok, chrf = result.get("tok_bleu"), result.get("chrf")
+        lines.append(f"| {pair} | {result.get('sacrebleu', '')} | {'' if chrf is None else chrf} "
+                     f"| {'' if tok is None else tok} | `{result.get('signature', '')}` | "
+                     f"`{result.get('chrf_signature', '')}` |")
     return lines + [""]
 
 

@@ -310,12 +310,13 @@ def test_the_card_of_a_recipe_run_gives_its_data_and_its_measured_scores(toy_dat
         "settings": {"SOURCE": {"value": "multi30k", "from": "test"},
                      "SIZE": {"value": "mini", "from": "test"},
                      "LR": {"value": "0.002", "from": "test"}}})
-    scores = score.summarise({"en-de": {"sacrebleu": 26.85, "tok_bleu": 27.5,
-                                        "signature": "nrefs:1|tok:13a", "distinct_share": 1.0}})
+    scores = score.summarise({"en-de": {"sacrebleu": 26.85, "tok_bleu": 27.5, "chrf": 55.1,
+                                        "signature": "nrefs:1|tok:13a",
+                                        "chrf_signature": "nrefs:1|nc:6", "distinct_share": 1.0}})
     write_record(str(run / "eval" / "eval.json"), "eval", scores)
     export.main([checkpoint, "--transformers", str(tmp_path / "hf")])
     card = _card(tmp_path / "hf")
     assert "Run `deepnet-3L-2L` of the deepnet_fairseq recipes, dataset `wmt17`" in card.text
     assert "- `SOURCE`: multi30k" in card.text and "- `SIZE`: mini" in card.text
     assert "`LR`" not in card.text  # how it trained is in config.json, not the data section
-    assert "| en-de | 26.85 | 27.5 | `nrefs:1|tok:13a` |" in card.text
+    assert "| en-de | 26.85 | 55.1 | 27.5 | `nrefs:1|tok:13a` | `nrefs:1|nc:6` |" in card.text
