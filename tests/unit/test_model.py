@@ -57,6 +57,15 @@ def test_overrides_reach_the_layers(toy_data):
     assert (dec.alpha, dec.beta) == (default.decoder_alpha, 0.25)
 
 
+# The paper's Algorithm 1, written out by hand (not the package's role lists): Xavier with gain
+# beta for the feed-forward layers and the value and output projections of every attention,
+# gain 1 for the query and key projections
+PAPER_BETA_ROLES = ("fc1", "fc2", "self_attn.v_proj", "self_attn.out_proj",
+                    "encoder_attn.v_proj", "encoder_attn.out_proj")
+PAPER_UNIT_ROLES = ("self_attn.q_proj", "self_attn.k_proj", "encoder_attn.q_proj",
+                    "encoder_attn.k_proj")
+
+
 @pytest.mark.parametrize("side", ["encoder", "decoder"])
 def test_init_std_of_each_role_matches_xavier_normal_times_gain(toy_data, side):
     model, _, _ = build(toy_data, "deepnet_transformer_tiny", "--encoder-layers", 3,
@@ -67,7 +76,8 @@ def test_init_std_of_each_role_matches_xavier_normal_times_gain(toy_data, side):
     checked = 0
     for layer in layers:
         modules = dict(layer.named_modules())
-        for role, gain in [(r, beta) for r in BETA_GAIN_ROLES] + [(r, 1.0) for r in UNIT_GAIN_ROLES]:
+        roles = [(r, beta) for r in PAPER_BETA_ROLES] + [(r, 1.0) for r in PAPER_UNIT_ROLES]
+        for role, gain in roles:
             if role not in modules:
                 assert side == "encoder" and role.startswith("encoder_attn")
                 continue
