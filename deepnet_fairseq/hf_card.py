@@ -50,10 +50,18 @@ def parameters(weights: Dict) -> int:
 
 
 def _front_matter(langs) -> List[str]:
-    return ["---", "language:", *[f"- {lang}" for lang in dict.fromkeys(langs)],
-            "library_name: transformers", "pipeline_tag: translation", "tags:",
-            *[f"- {tag}" for tag in ("translation", "fairseq", "fsmt", "deepnet", "deepnorm")],
-            "---", ""]
+    """The card's YAML metadata, written by PyYAML's emitter rather than by hand: it quotes
+    what YAML 1.1 would read as something else (Norwegian's code ``no``, read bare, is the
+    boolean false; ``on``, ``y``, ``null`` likewise), so every value reads back as written
+    (huggingface_hub reads the card with PyYAML)."""
+    import yaml
+
+    metadata = {"language": list(dict.fromkeys(langs)), "library_name": "transformers",
+                "pipeline_tag": "translation",
+                "tags": ["translation", "fairseq", "fsmt", "deepnet", "deepnorm"]}
+    text = yaml.safe_dump(metadata, sort_keys=False, default_flow_style=False,
+                          allow_unicode=True)
+    return ["---", *text.splitlines(), "---", ""]
 
 
 def _training(records: Dict) -> List[str]:

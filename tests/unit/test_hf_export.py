@@ -9,8 +9,10 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from deepnet_fairseq import export, spm
+from deepnet_fairseq.recipes.spec.settings import LANG_CODE
 from support import NARROW, build, fairseq_preprocess, sample_batch, save_checkpoint
 
 transformers = pytest.importorskip("transformers", reason="the deploy extra (transformers) is "
@@ -291,6 +293,27 @@ def test_the_card_says_what_the_hub_reads_and_what_the_model_is(trained):
     assert f"| parameters | {trained['hf'].num_parameters():,} |" in card.text
     assert "Not recorded: the checkpoint is not in a run directory" in card.text
     assert "No evaluation recorded" in card.text
+
+
+# YAML 1.1's words for booleans and null, which a bare language code would turn into
+YAML_WORDS = ["no", "No", "NO", "yes", "on", "off", "y", "n", "true", "false", "null", "Null",
+              "nan", "inf", "e1", "x_1"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(YAML_WORDS) | st.from_regex(LANG_CODE[0], fullmatch=True),
+                min_size=1, max_size=3))
+def test_every_language_code_the_settings_accept_reads_back_from_the_card(langs):
+    """The card's metadata through huggingface_hub's own reader (ModelCardData from the
+    YAML): each language code the recipes accept (settings.LANG_CODE) is the same string,
+    Norwegian's ``no`` included, never a boolean or null."""
+    from huggingface_hub import ModelCard
+
+    from deepnet_fairseq.hf_card import _front_matter
+
+    card = ModelCard("\n".join(_front_matter(langs)) + "\n# a card\n")
+    assert card.data.language == list(dict.fromkeys(langs))
+    assert card.data.pipeline_tag == "translation"
 
 
 def test_the_card_of_a_recipe_run_gives_its_data_and_its_measured_scores(toy_data, tmp_path):
