@@ -233,6 +233,22 @@ def _readable_as_umask_says(path: str) -> None:
     os.chmod(path, 0o666 & ~umask)  # mkstemp makes 0600; outputs are for whoever may read
 
 
+def _tree_readable_as_umask_says(root: str) -> None:
+    """Every directory and regular file under ROOT as a new one of the user's would be: what
+    other programs wrote there (safetensors' and transformers' writers, CTranslate2's
+    converter) may have made a file 0600 through their own temporary files, which no one
+    else on a shared machine could read. Executable files keep their execute bits."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for directory, subdirectories, files in os.walk(root):
+        os.chmod(directory, 0o777 & ~umask)
+        for name in files:
+            path = os.path.join(directory, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                os.chmod(path, (0o777 if mode & 0o111 else 0o666) & ~umask)
+
+
 # ---- files written whole or not at all ----------------------------------------------------
 
 @contextlib.contextmanager
@@ -492,6 +508,7 @@ def directory_published(output_dir: str, kind: str, inputs=()):
         built = os.path.join(tmp, "built")
         os.makedirs(built)
         yield built
+        _tree_readable_as_umask_says(built)
         if os.path.lexists(output_dir):  # moved into tmp: removed with it
             os.rename(output_dir, os.path.join(tmp, "replaced"))
         os.rename(built, output_dir)

@@ -390,3 +390,31 @@ def test_other_errors_keep_their_traceback():
 
     with pytest.raises(FileNotFoundError):
         main()
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_a_published_directory_takes_the_umask_whoever_wrote_its_files(tmp_path, umask):
+    """What other programs write into a directory the layer publishes (a mkstemp'd 0600 file,
+    a script, a subdirectory) ends with the modes a new file of the user's would have."""
+    import stat as stat_module
+    import tempfile
+
+    from deepnet_fairseq.storage.fileio import directory_published
+
+    saved = os.umask(umask)
+    try:
+        with directory_published(str(tmp_path / "out"), "test-") as built:
+            handle, private = tempfile.mkstemp(dir=built)  # 0600, as safetensors' writer left it
+            os.close(handle)
+            os.makedirs(os.path.join(built, "sub"), mode=0o700)
+            script = os.path.join(built, "sub", "run.sh")
+            with open(script, "w") as out:
+                out.write("#!/bin/sh\n")
+            os.chmod(script, 0o700)
+    finally:
+        os.umask(saved)
+    out = tmp_path / "out"
+    mode = lambda path: stat_module.S_IMODE(os.stat(path).st_mode)  # noqa: E731
+    assert mode(out / os.path.basename(private)) == 0o666 & ~umask
+    assert mode(out / "sub") == mode(out) == 0o777 & ~umask
+    assert mode(out / "sub" / "run.sh") == 0o777 & ~umask

@@ -295,6 +295,21 @@ def test_the_card_says_what_the_hub_reads_and_what_the_model_is(trained):
     assert "No evaluation recorded" in card.text
 
 
+def test_every_exported_file_is_readable_as_the_umask_says(trained):
+    """safetensors' writer made model.safetensors 0600 (its own temporary file), every other
+    file 0644: on a shared machine no one else could load the model. The published directory
+    takes the user's umask for everything in it, whoever wrote it."""
+    umask = os.umask(0)
+    os.umask(umask)
+    found = {}
+    for directory, _, files in os.walk(trained["dir"]):
+        assert os.stat(directory).st_mode & 0o777 == 0o777 & ~umask, directory
+        for name in files:
+            found[name] = os.stat(os.path.join(directory, name)).st_mode & 0o777
+    assert "model.safetensors" in found and "README.md" in found
+    assert found == {name: 0o666 & ~umask for name in found}
+
+
 # YAML 1.1's words for booleans and null, which a bare language code would turn into
 YAML_WORDS = ["no", "No", "NO", "yes", "on", "off", "y", "n", "true", "false", "null", "Null",
               "nan", "inf", "e1", "x_1"]

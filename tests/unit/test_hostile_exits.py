@@ -214,7 +214,8 @@ FULL_DISK_DOORS = {
 WRITE_NO_DATA = {"move": "renames", "replace_tree": "renames", "remove_file": "deletes",
                  "remove_tree": "deletes", "remove_stale_temporaries": "deletes",
                  "ensure_directory": "makes directories", "scratch_directory": "makes a directory",
-                 "_readable_as_umask_says": "sets a mode", "open_regular": "reads",
+                 "_readable_as_umask_says": "sets a mode",
+                 "_tree_readable_as_umask_says": "sets modes", "open_regular": "reads",
                  "lock_state": "probes a lock (opened read-only, nothing created)"}
 
 # The child: a mount namespace of its own with a tmpfs of 1 MiB on D, filled to the last byte
