@@ -73,12 +73,17 @@ def parse(value) -> Union[None, str, float]:
         return None
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
+    return _positive(value, f"{OPTION} must be 'auto' or a positive number")
+
+
+def _positive(value, refusal: str) -> float:
+    """VALUE as a positive finite float, or ValueError: REFUSAL, got VALUE."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         number = float("nan")
-    if not number > 0 or number == float("inf"):
-        raise ValueError(f"{OPTION} must be 'auto' or a positive number, got {value!r}")
+    if not 0 < number < float("inf"):
+        raise ValueError(f"{refusal}, got {value!r}")
     return number
 
 
@@ -91,13 +96,7 @@ def layers_multiplier(args) -> float:
     value = getattr(args, "layers_lr_multiplier", None)
     if value is None:
         return 1.0
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not 0 < number < float("inf"):
-        raise ValueError(f"{LAYERS_OPTION} must be a positive number, got {value!r}")
-    return number
+    return _positive(value, f"{LAYERS_OPTION} must be a positive number")
 
 
 def validate(args) -> None:

@@ -63,8 +63,8 @@ def seed_interval(values: Sequence[float]) -> Dict:
 def paired_bootstrap(baseline: List[str], system: List[str], refs: List[str],
                      samples: int = 1000, seed: int = 12345) -> Dict:
     """sacreBLEU's paired bootstrap of SYSTEM against BASELINE on REFS, for BLEU and chrF:
-    {"metrics": {"BLEU" or "chrF2": {"baseline", "system", "difference", "p", "baseline_ci", "system_ci"}}, ...} (the
-    intervals: bootstrap mean and its 95% half width)."""
+    {"metrics": {"BLEU" or "chrF2": {"baseline", "system", "difference", "p", "baseline_ci",
+    "system_ci"}}, ...}; the intervals are the bootstrap mean and its 95% half width."""
     import sacrebleu
     from sacrebleu.significance import PairedTest
 
