@@ -49,6 +49,7 @@ from typing import Dict, List
 
 import torch
 
+from .cli import at_least_one
 from .constants import RECORD
 from .storage.checkpoint_io import (CheckpointError, dictionary_difference, output_problem,
                                     read_checkpoint, trained_on)
@@ -217,14 +218,6 @@ def average(paths: List[str]) -> Dict:
     averaged = {name: sums[aliases.get(name, name)] for name in model}  # the inputs' order
     return model_only(state, averaged,
                       averaged_checkpoints=[os.path.basename(p) for p in paths])
-
-
-def at_least_one(text: str) -> int:
-    """argparse type: a count of checkpoints (0 or less would silently average all or some)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 @one_line_os_errors

@@ -5,6 +5,14 @@ import argparse
 from . import USER_DIR
 
 
+def at_least_one(text: str) -> int:
+    """argparse type: a count of checkpoints (0 or less would silently average all or some)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def print_user_dir() -> None:
     """deepnet-user-dir: print the path to pass as ``--user-dir`` (for a pip-installed copy)."""
     print(USER_DIR)

@@ -26,8 +26,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import deepnet_fairseq  # noqa: E402
-from support import (REPO, build, fairseq_preprocess, save_checkpoint, train,  # noqa: E402
-                     write_reverse_corpus)
+from support import (REPO, build, fairseq_preprocess, make_toy_data,  # noqa: E402
+                     save_checkpoint, train)
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 deepnet_fairseq.register()  # the tests build models through fairseq in this process
@@ -89,15 +89,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def toy_data(tmp_path_factory):
     """A binarised fairseq dataset (src -> tgt, joined dictionary) built by fairseq-preprocess."""
-    root = tmp_path_factory.mktemp("toy")
-    write_reverse_corpus(str(root))
-    fairseq_preprocess(
-        "--source-lang", "src", "--target-lang", "tgt",
-        "--trainpref", root / "train", "--validpref", root / "valid",
-        "--testpref", root / "test", "--destdir", root / "bin",
-        "--joined-dictionary", "--workers", 1,
-    )
-    return root / "bin"
+    return make_toy_data(tmp_path_factory.mktemp("toy"))
 
 
 @pytest.fixture(scope="session")

@@ -107,6 +107,20 @@ def fairseq_preprocess(*argv) -> None:
     preprocess.main(options.get_preprocessing_parser().parse_args(list(map(str, argv))))
 
 
+def make_toy_data(root):
+    """The toy reversal corpus in ROOT, binarised by fairseq-preprocess (src -> tgt, joined
+    dictionary) into ROOT/bin, which it returns: the suite's ``toy_data``, and what the recorded
+    references were recorded on (tests/data/)."""
+    write_reverse_corpus(str(root))
+    fairseq_preprocess(
+        "--source-lang", "src", "--target-lang", "tgt",
+        "--trainpref", root / "train", "--validpref", root / "valid",
+        "--testpref", root / "test", "--destdir", root / "bin",
+        "--joined-dictionary", "--workers", 1,
+    )
+    return root / "bin"
+
+
 def fairseq_train(argv: Sequence[str]) -> str:
     """``fairseq-train ARGV`` in this process: fairseq's parser and ``fairseq_cli.train.main``,
     as its console script runs them on one CPU process; returns the log it wrote.

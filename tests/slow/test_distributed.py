@@ -2,7 +2,9 @@
 every method trained by 2 processes.
 
 Real torchrun processes (gloo, CPU, one thread each) through
-``deepnet_fairseq.fairseq_train_compat``, as the recipes launch them. What runs in one process
+``deepnet_fairseq.fairseq_train_compat``, as the recipes launch them: every run but the killed
+one in a single launch of tests/distributed_driver.py, one after the other (``launched``),
+resumes included (a new trainer loading the file its predecessor saved). What runs in one process
 (the broadcast allowlist, Admin's reduction, the monitors through the DDP wrappers):
 unit/test_distributed_runtime.py.
 """
@@ -77,23 +79,56 @@ def by_update(records):
     return {int(r["num_updates"]): r for r in records}
 
 
-# --- resume --------------------------------------------------------------------------------
+# --- one launch for the file's two-process runs ---------------------------------------------
+
+DRIVER = os.path.join(REPO, "tests", "distributed_driver.py")
+
+
+def resume_runs(root, data, prefix, extra=()):
+    """PREFIX-first trains to update 3 and saves; PREFIX-resumed, the next run of the launch
+    (a new trainer, model and optimizer, loaded from the file), resumes it to update 6;
+    PREFIX-whole trains to update 6 without interruption."""
+    def run(name, save_dir, max_update, *more):
+        return {"name": f"{prefix}-{name}",
+                "argv": [str(data), *TWO_PROCESSES, "--arch", "deepnet_transformer_tiny",
+                         "--max-update", str(max_update), "--save-dir", str(save_dir),
+                         "--no-epoch-checkpoints", *extra, *more]}
+
+    return [run("first", root / prefix / "ck", 3), run("resumed", root / prefix / "ck", 6),
+            run("whole", root / prefix / "whole", 6, "--no-save")]
+
 
 @pytest.fixture(scope="module")
-def resume(toy_data, tmp_path_factory):
-    """Run A trains 2 processes to update 3 and saves; run B, a new launch, resumes it to
-    update 6; run C trains to update 6 without interruption. Their logs."""
-    root = tmp_path_factory.mktemp("resume")
+def launched(toy_data, tmp_path_factory):
+    """Every two-process run of this file but the killed one, in one torchrun launch of
+    tests/distributed_driver.py (a launch spends about 15 s of two CPU cores on imports and
+    gloo's start before its first update): the resumes, plain and ZeRO-1 in each precision,
+    the LayerNorm multiplier's and depth transfer's steps, the source gain's validation, and
+    every method. The folder of their logs (NAME.log) and save folders."""
+    root = tmp_path_factory.mktemp("two-processes")
+    runs = [*resume_runs(root, toy_data, "resume"),
+            *(run for precision in sorted(ZERO) for run in resume_runs(
+                root, toy_data, f"zero-{precision}",
+                ["--save-interval-updates", "3", *ZERO[precision]])),
+            *zero_ln_lr_runs(root, toy_data), source_gain_run(toy_data, root),
+            *method_runs(toy_data)]
+    for run in runs:
+        run["log"] = str(root / f"{run['name']}.log")
+    spec = root / "runs.json"
+    spec.write_text(json.dumps(runs))
+    torchrun(DRIVER, spec)
+    return root
 
-    def launch(save_dir, max_update, *extra):
-        return torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES,
-                        "--arch", "deepnet_transformer_tiny", "--max-update", max_update,
-                        "--save-dir", save_dir, "--no-epoch-checkpoints", *extra)
 
-    first = launch(root / "ck", 3)
-    resumed = launch(root / "ck", 6)
-    whole = launch(root / "whole", 6, "--no-save")
-    return {"first": first, "resumed": resumed, "whole": whole, "ckpt": root / "ck"}
+def read_log(root, name) -> str:
+    return (root / f"{name}.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def resume(launched):
+    """resume_runs' logs, unsharded, and the resumed save folder."""
+    return {**{key: read_log(launched, f"resume-{key}") for key in ("first", "resumed", "whole")},
+            "ckpt": launched / "resume" / "ck"}
 
 
 def test_two_process_resume_continues_with_the_uninterrupted_losses(resume):
@@ -145,26 +180,24 @@ def test_the_broadcast_state_needs_only_the_allowlisted_classes(resume):
 MONITORED = "deepnet+translation_monitored"
 
 
-@pytest.fixture(scope="module")
-def two_process_runs(toy_data, tmp_path_factory):
-    """Every registered method (tiny, 2L-2L) and one monitored run, 3 updates each, in one
-    torchrun launch of tests/distributed_driver.py. name -> (rank 0's log, log path)."""
-    root = tmp_path_factory.mktemp("methods")
+def method_runs(data):
+    """Every registered method (tiny, 2L-2L) and one monitored run, 3 updates each."""
     runs = []
     for name, method in methods.METHODS.items():
         argv = method.train_args(2, 2)
         argv[argv.index("--arch") + 1] += "_tiny"
-        runs.append({"name": name, "argv": argv})
-    runs.append({"name": MONITORED, "argv": ["--arch", "deepnet_transformer_tiny",
-                                             "--task", "translation_monitored"]})
+        runs.append({"name": f"method-{name}", "argv": argv})
+    runs.append({"name": f"method-{MONITORED}", "argv": ["--arch", "deepnet_transformer_tiny",
+                                                         "--task", "translation_monitored"]})
     for run in runs:
-        run["log"] = str(root / f"{run['name']}.log")
-        run["argv"] = [str(toy_data), *TWO_PROCESSES, "--max-update", "3", "--no-save",
-                       *run["argv"]]
-    spec = root / "runs.json"
-    spec.write_text(json.dumps(runs))
-    torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
-    return {run["name"]: run["log"] for run in runs}
+        run["argv"] = [str(data), *TWO_PROCESSES, "--max-update", "3", "--no-save", *run["argv"]]
+    return runs
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(launched):
+    """name -> the path of rank 0's log of method_runs'."""
+    return {name: str(launched / f"method-{name}.log") for name in [*methods.METHODS, MONITORED]}
 
 
 def check_two_process_run(log_path):
@@ -204,21 +237,13 @@ ZERO = {"fp32": ["--zero-sharding", "os"],
 
 
 @pytest.fixture(scope="module", params=sorted(ZERO))
-def zero(request, toy_data, tmp_path_factory):
-    """As ``resume``, with ZeRO-1 (and fp16 on CPU, fairseq_train_compat item 3)."""
-    root = tmp_path_factory.mktemp(f"zero-{request.param}")
-
-    def launch(save_dir, max_update, *extra):
-        return torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *TWO_PROCESSES,
-                        "--arch", "deepnet_transformer_tiny", "--max-update", max_update,
-                        "--save-dir", save_dir, "--no-epoch-checkpoints",
-                        "--save-interval-updates", "3", *ZERO[request.param], *extra)
-
-    first = launch(root / "ck", 3)
-    resumed = launch(root / "ck", 6)
-    whole = launch(root / "whole", 6, "--no-save")
-    return {"first": first, "resumed": resumed, "whole": whole, "ckpt": root / "ck",
-            "root": root, "precision": request.param}
+def zero(request, launched):
+    """As ``resume``, with ZeRO-1 (and fp16 on CPU, fairseq_train_compat item 3), saving at
+    update 3 too."""
+    prefix = f"zero-{request.param}"
+    return {**{key: read_log(launched, f"{prefix}-{key}") for key in ("first", "resumed", "whole")},
+            "ckpt": launched / prefix / "ck", "root": launched / prefix,
+            "precision": request.param}
 
 
 def test_zero1_trains_saves_and_resumes_with_the_uninterrupted_losses(zero):
@@ -248,29 +273,34 @@ def test_a_zero1_checkpoint_averages_exports_and_decodes(zero, toy_data):
 
 # --- the LayerNorm lr multiplier under ZeRO-1 -------------------------------
 
-@pytest.fixture(scope="module")
-def zero_ln_lr(toy_data, tmp_path_factory):
+LN_LR_VARIANTS = ("plain", "scaled", "transfer", "transferddp")
+
+
+def zero_ln_lr_runs(root, data):
     """One update of 2 processes with ZeRO-1, in fp32 and in fp16 (unflattened master copies),
-    each without and with ``--deepnorm-ln-lr-multiplier auto``, in one torchrun launch.
-    (precision, "plain" or "scaled") -> [rank 0's record, rank 1's] (distributed_driver.py)."""
-    root = tmp_path_factory.mktemp("zero-ln-lr")
+    each without and with ``--deepnorm-ln-lr-multiplier auto``, and with depth transfer
+    sharded and not; each records its first update's steps (distributed_driver.py)."""
     runs = []
     for precision in sorted(ZERO):
         transfer = ["--depth-transfer", "depth_mup", "--depth-base", "1"]
-        for variant, option in (("plain", []), ("scaled", ["--deepnorm-ln-lr-multiplier", "auto"]),
-                                ("transfer", transfer), ("transferddp", transfer)):
-            name = f"{precision}-{variant}"
+        options = {"plain": [], "scaled": ["--deepnorm-ln-lr-multiplier", "auto"],
+                   "transfer": transfer, "transferddp": transfer}
+        for variant in LN_LR_VARIANTS:
+            name = f"lnlr-{precision}-{variant}"
             sharding = ZERO[precision][2:] if variant == "transferddp" else ZERO[precision]
-            runs.append({"name": name, "log": str(root / f"{name}.log"),
-                         "steps": str(root / name),
-                         "argv": [str(toy_data), *TWO_PROCESSES, "--arch", "deepnet_transformer_tiny",
+            runs.append({"name": name, "steps": str(root / name),
+                         "argv": [str(data), *TWO_PROCESSES, "--arch", "deepnet_transformer_tiny",
                                   "--dropout", "0", "--max-update", "1", "--no-save",
-                                  *sharding, *option]})
-    spec = root / "runs.json"
-    spec.write_text(json.dumps(runs))
-    torchrun(os.path.join(REPO, "tests", "distributed_driver.py"), spec)
-    return {tuple(run["name"].split("-")): [torch.load(f"{run['steps']}.rank{rank}.pt")
-                                            for rank in (0, 1)] for run in runs}
+                                  *sharding, *options[variant]]})
+    return runs
+
+
+@pytest.fixture(scope="module")
+def zero_ln_lr(launched):
+    """(precision, variant) -> [rank 0's record, rank 1's] of zero_ln_lr_runs'."""
+    return {(precision, variant): [torch.load(launched / f"lnlr-{precision}-{variant}.rank{rank}.pt")
+                                   for rank in (0, 1)]
+            for precision in sorted(ZERO) for variant in LN_LR_VARIANTS}
 
 
 @pytest.mark.parametrize("precision", sorted(ZERO))
@@ -399,19 +429,23 @@ def test_workers_die_with_a_killed_torchrun(toy_data, tmp_path):
 
 # --- the source-gain criterion across workers ------------------------------------------------
 
-def test_the_source_gain_criterion_validates_with_two_processes(toy_data, tmp_path):
+def source_gain_run(data, root):
+    """Validation at every update with the source-gain criterion, in batches of 13."""
+    options = [option for option in TWO_PROCESSES if option != "--disable-validation"]
+    return {"name": "source-gain",
+            "argv": [str(data), *options, "--arch", "deepnet_transformer_tiny", "--max-update", "2",
+                     "--criterion", "label_smoothed_cross_entropy_with_source_gain",
+                     "--label-smoothing", "0.1", "--batch-size-valid", "13",
+                     "--required-batch-size-multiple", "1", "--validate-interval-updates", "1",
+                     "--save-dir", str(root / "source-gain"), "--no-save"]}
+
+
+def test_the_source_gain_criterion_validates_with_two_processes(launched):
     """fairseq sums each validation batch's outputs across the workers key by key: in batches
     of 13, the 40 validation pairs end in a batch of one sentence, not measured, on one worker
     while the other's batch is, and both must still send the same keys (without them, gloo's
     all-reduce failed: "Connection reset by peer")."""
-    options = [option for option in TWO_PROCESSES if option != "--disable-validation"]
-    log = torchrun("-m", "deepnet_fairseq.fairseq_train_compat", toy_data, *options,
-                   "--arch", "deepnet_transformer_tiny", "--max-update", "2",
-                   "--criterion", "label_smoothed_cross_entropy_with_source_gain",
-                   "--label-smoothing", "0.1", "--batch-size-valid", "13",
-                   "--required-batch-size-multiple", "1",
-                   "--validate-interval-updates", "1", "--save-dir", tmp_path / "ck",
-                   "--no-save", timeout=300)
+    log = read_log(launched, "source-gain")
     valid = [json.loads(line[line.index("{", line.index("valid")):]) for line in log.splitlines()
              if re.search(r"\bvalid\b\W+\{", line)]
     assert len(valid) >= 2

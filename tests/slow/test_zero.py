@@ -3,11 +3,14 @@ the same training as fairseq's fairscale OSS, and checkpoints that are those of 
 so that a run saved by 2 processes resumes on 1 and on 3, and one saved by 1 on 2.
 
 Real torchrun processes (gloo, CPU) running fairseq-train through tests/distributed_driver.py,
-in five launches:
+in four launches, and a fifth recorded once:
 
 0. the reference, two processes with fairscale 0.4.13 on their path alone (it is not part of
-   the install: tests/reference_fairscale.py fetches it once): each precision fairseq allows
-   with ZeRO, sharded by fairscale's OSS (fairseq's own ``shard_``), 6 updates each;
+   the install: tests/reference_fairscale.py fetches it): each precision fairseq allows with
+   ZeRO, sharded by fairscale's OSS (fairseq's own ``shard_``), 6 updates each. Recorded in
+   tests/data/zero_reference.json (tests/zero_reference.py says how, and how it is compared);
+   the marked job ``-m costly`` launches it afresh and compares it with the record and with
+   the plugin's runs;
 1. two processes, the plugin's path: the same runs sharded by torch's; memory-efficient fp16
    saved at update 3 and resumed; then A (ZeRO-1) and W (unsharded) train epoch 1, and R
    (unsharded) resumes W for epoch 2, as R3 does with ``--update-freq 3``;
@@ -44,8 +47,10 @@ import os
 import pytest
 import torch
 
+import zero_reference
 from support import REPO
 from test_distributed import TWO_PROCESSES, by_update, torchrun, train_inner
+from zero_reference import KEY_BIAS, NOISE  # rounding noise, explained there
 
 PRECISIONS = {"fp32": [],
               # fairseq refuses ZeRO with fp16's flat master copy: one master per parameter
@@ -169,13 +174,6 @@ def adam_moments(state):
     return moments, {s["step"] for s in optimizer.values()}
 
 
-# Attention key biases get no gradient in exact arithmetic (adding q.b to all of a query's
-# scores leaves their softmax as it is): what they get is rounding noise (about 1e-11 here),
-# which Adam turns into steps of about lr * noise / eps (eps 1e-8), so that their weights are
-# noise too (about 1e-5 here, against 0.1 for a trained weight), different for another order of
-# the same sums.
-KEY_BIAS = ".k_proj.bias"
-NOISE = 1e-4  # what such a weight stays below (measured: 3.1e-5 at most, after 14 updates)
 
 
 def assert_same_training(a, b, rtol, atol, summed_alike=True):
@@ -196,30 +194,59 @@ def assert_same_training(a, b, rtol, atol, summed_alike=True):
             torch.testing.assert_close(value, b["model"][name], rtol=rtol, atol=atol, msg=name)
 
 
+OUTER = {"fp32": "FairseqAdam", "memeff": "MemoryEfficientFP16Optimizer"}  # else FP16Optimizer
+
+
+def assert_sharded_by(root, name, precision, wrapper):
+    for rank in (0, 1):  # what sharded the state, on both processes
+        record = torch.load(root / f"{name}.rank{rank}.pt", weights_only=False)
+        assert record["optimizers"] == [OUTER.get(precision, "FP16Optimizer"), wrapper, "Adam"]
+
+
+def recorded(root, name):
+    return zero_reference.record_run(by_update(train_inner(log(root, name))),
+                                     checkpoint(root / name / "checkpoint_last.pt"))
+
+
 @pytest.mark.parametrize("precision", sorted(PRECISIONS))
-def test_torch_zero1_trains_as_fairscale_oss_did(runs, reference, precision):
-    """Update by update the same losses, and at the end the same weights and Adam moments, to
-    the bit: both step each tensor on its owner with the same optimizer and broadcast it."""
-    outer = {"fp32": "FairseqAdam", "memeff": "MemoryEfficientFP16Optimizer"}.get(precision,
-                                                                                  "FP16Optimizer")
-    records = {}
-    for root, sharding, wrapper in ((reference, "fairscale", "FairseqOSS"),
-                                    (runs, "torch", "FairseqZeRO")):
-        name = f"{precision}-{sharding}"
-        for rank in (0, 1):  # what sharded the state, on both processes
-            record = torch.load(root / f"{name}.rank{rank}.pt", weights_only=False)
-            assert record["optimizers"] == [outer, wrapper, "Adam"]
-        records[sharding] = by_update(train_inner(log(root, name)))
-    assert sorted(records["torch"]) == list(range(1, 7))
-    for update, fairscale in records["fairscale"].items():
-        for key in ("loss", "gnorm", "loss_scale"):
-            assert records["torch"][update].get(key) == fairscale.get(key), (update, key)
-    assert len({r["loss"] for r in records["torch"].values()}) == 6  # it trains
+def test_torch_zero1_trains_as_fairscale_oss_did(runs, precision):
+    """Update by update the losses, gradient norms and loss scales fairseq logged, and at the
+    end the weights and Adam moments, of the recorded fairscale run (tests/zero_reference.py:
+    to the bit on the machine class it was recorded on): both step each tensor on its owner
+    with the same optimizer and broadcast it."""
+    assert_sharded_by(runs, f"{precision}-torch", precision, "FairseqZeRO")
+    golden = zero_reference.load()
+    observed = recorded(runs, f"{precision}-torch")
+    assert sorted(map(int, observed["updates"])) == list(range(1, 7))
+    assert len({r["loss"] for r in observed["updates"].values()}) == 6  # it trains
+    zero_reference.assert_same_run(observed, golden["runs"][precision],
+                                   exact=zero_reference.on_the_recorded_machine(golden),
+                                   what=f"{precision}: torch ZeRO-1 against recorded fairscale")
+
+
+@pytest.mark.costly
+@pytest.mark.parametrize("precision", sorted(PRECISIONS))
+def test_fairscale_oss_trains_as_recorded_and_as_torch_zero1_side_by_side(runs, reference,
+                                                                         precision):
+    """The re-derivation: a fresh launch of fairscale's OSS gives the recorded reference, and
+    the plugin's runs equal it side by side, to the bit."""
+    assert_sharded_by(reference, f"{precision}-fairscale", precision, "FairseqOSS")
+    golden = zero_reference.load()
+    zero_reference.assert_same_run(recorded(reference, f"{precision}-fairscale"),
+                                   golden["runs"][precision],
+                                   exact=zero_reference.on_the_recorded_machine(golden),
+                                   what=f"{precision}: fresh fairscale against recorded")
+    fairscale = by_update(train_inner(log(reference, f"{precision}-fairscale")))
+    torch_runs = by_update(train_inner(log(runs, f"{precision}-torch")))
+    for update, figures in fairscale.items():
+        for key in zero_reference.LOGGED:
+            assert torch_runs[update].get(key) == figures.get(key), (update, key)
     assert_same_training(checkpoint(runs / f"{precision}-torch" / "checkpoint_last.pt"),
                          checkpoint(reference / f"{precision}-fairscale" / "checkpoint_last.pt"),
                          rtol=0, atol=0)
 
 
+@pytest.mark.costly
 def test_the_reference_ran_on_the_reference_fairscale(reference, fairscale_reference):
     for precision in PRECISIONS:
         for rank in (0, 1):

@@ -21,6 +21,7 @@ from deepnet_fairseq.recipes.datasets import DATASETS
 from deepnet_fairseq.recipes.run import runlog, runner
 from deepnet_fairseq.recipes.spec import presets, settings
 from deepnet_fairseq.storage import directories as workdir
+from deepnet_fairseq.recipes.base import machine
 from deepnet_fairseq.recipes.base.machine import count_gpus
 from deepnet_fairseq.recipes.spec.settings import SettingError
 from deepnet_fairseq.recipes.pipeline.sweeps import results_dir
@@ -77,6 +78,18 @@ def test_count_gpus_as_cuda_and_slurm_say(env, count):
 
 def test_count_gpus_probes_only_when_nothing_says():
     assert count_gpus({}, lambda: 3) == (3, "torch.cuda.device_count()")
+
+
+def test_the_gpu_probe_asks_torch_only_where_a_gpu_driver_shows(tmp_path, monkeypatch):
+    """No driver's device files: 0 without torch (planning stays quick); one there: torch's
+    own count, which a CPU build of torch gives as 0 beside a driver."""
+    import torch
+
+    monkeypatch.setattr(machine, "GPU_DRIVER_SIGNS", (str(tmp_path / "nvidia[0-9]*"),))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 5)
+    assert machine.torch_device_count() == 0
+    (tmp_path / "nvidia0").touch()
+    assert machine.torch_device_count() == 5
 
 
 # ---- layouts --------------------------------------------------------------------------------

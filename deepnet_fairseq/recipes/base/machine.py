@@ -12,6 +12,7 @@ user's ``CUDA_VISIBLE_DEVICES=2,3``, is obeyed without touching a GPU):
 3. only when nothing says: ``torch.cuda.device_count()`` (NVML), the ``probe`` argument.
 """
 
+import glob
 import os
 import re
 from typing import Callable, Mapping, Optional, Tuple
@@ -66,7 +67,18 @@ def count_gpus(env: Mapping[str, str],
     return probe(), "torch.cuda.device_count()"
 
 
+# Where a GPU driver shows its devices: NVIDIA's (/proc/driver/nvidia/gpus holds one entry a
+# GPU, /dev/nvidia0... its device files, in containers too), AMD's ROCm (/dev/kfd), and WSL's
+# (/dev/dxg). torch.cuda (CUDA and ROCm builds alike) can see a GPU only through one of them.
+GPU_DRIVER_SIGNS = ("/proc/driver/nvidia/gpus/*", "/dev/nvidia[0-9]*", "/dev/kfd", "/dev/dxg")
+
+
 def torch_device_count() -> int:
+    """torch.cuda.device_count(), without importing torch where no GPU driver is there: 0 then,
+    as torch would say, and planning a step (a dry run, --help) saves torch's seconds of
+    import on every CPU machine."""
+    if not any(glob.glob(sign) for sign in GPU_DRIVER_SIGNS):
+        return 0
     import torch
 
     return torch.cuda.device_count()

@@ -23,8 +23,6 @@ import re
 import sys
 import unicodedata
 
-from sacremoses import MosesPunctNormalizer
-
 from .. import atomic_open, cli_parser
 from ...storage.fileio import (add_force_argument, check_tool_output, is_disk_error,
                                 one_line_os_errors, open_regular)
@@ -56,6 +54,10 @@ def dropped(ch: str) -> bool:
 def normaliser(lang: str):
     """line -> its cleaned form: characters ``dropped`` removed, Moses punctuation
     normalisation for ``lang``, whitespace runs made one space, no space at either end."""
+    # imported here, not at the top: planning a step (a dry run, --help) imports this module,
+    # and sacremoses takes half a second to import
+    from sacremoses import MosesPunctNormalizer
+
     punct = MosesPunctNormalizer(lang=lang)
 
     def normalise(line: str) -> str:

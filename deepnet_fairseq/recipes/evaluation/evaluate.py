@@ -39,7 +39,7 @@ import threading
 from typing import Optional
 
 from .. import cli_parser
-from ...average_checkpoints import at_least_one
+from ...cli import at_least_one
 from ..run import runlog
 from ...storage.records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
