@@ -10,6 +10,9 @@ fraction of a second. Code that uses fairseq in the same process calls ``registe
 modules do, by importing ``deepnet_fairseq.models``).
 """
 
+import importlib.abc
+import importlib.util
+import logging
 import os
 import sys
 import warnings
@@ -60,14 +63,50 @@ def register() -> None:
     data_threads.install()  # a run that ends mid-epoch exits cleanly (no abort at exit)
 
 
-def load(checkpoint: str, data=None, sentencepiece_model=None, pieces=False, **overrides):
+def load(checkpoint: str, data=None, sentencepiece_model=None, pieces=False, verbose=False,
+         **overrides):
     """fairseq's hub interface for a checkpoint of this plugin: ``load(path).translate(text)``
     (``hub.load``: what it takes and refuses; the data directory and the sentencepiece model
     found from the checkpoint)."""
     from .hub import load as hub_load
 
-    return hub_load(checkpoint, data, sentencepiece_model, pieces, **overrides)
+    return hub_load(checkpoint, data, sentencepiece_model, pieces, verbose, **overrides)
+
+
+class _KeepTheRootLogger(importlib.abc.MetaPathFinder):
+    """Importing fairseq configures the root logger: one of its modules calls
+    ``logging.basicConfig(level=DEBUG)`` at import (fairseq/models/wav2vec/
+    wav2vec2_classification.py), so that every INFO and DEBUG line of every library (fairseq's
+    model loading, hydra's config composition) went to stderr in any program that imported the
+    plugin and then fairseq: the Python API, the console scripts, the recipes. Imported after
+    this package, fairseq leaves the root logger as it found it (level and handlers); its own
+    loggers are shown as the program configures logging (``load(..., verbose=True)`` shows
+    them). Where fairseq is the program (fairseq-train, fairseq-generate),
+    it is imported first and configures logging as it always has."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "fairseq":
+            return None
+        sys.meta_path.remove(self)  # one import of the package: the finders after us find it
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_keeping_the_root_logger(module):
+            root = logging.getLogger()
+            level, handlers = root.level, list(root.handlers)
+            try:
+                exec_module(module)
+            finally:
+                root.setLevel(level)
+                root.handlers[:] = handlers
+
+        spec.loader.exec_module = exec_keeping_the_root_logger
+        return spec
 
 
 if "fairseq" in sys.modules:  # loaded as fairseq's --user-dir, or after fairseq
     register()
+elif not any(isinstance(finder, _KeepTheRootLogger) for finder in sys.meta_path):
+    sys.meta_path.insert(0, _KeepTheRootLogger())

@@ -28,6 +28,8 @@ What it takes, and what it refuses with a ``LoadError`` (a ``ValueError``) sayin
 * ``source_lang``, ``target_lang``: the direction, for a multilingual model (the OPUS-100
   recipe's; refused without them, or with a language the model was not trained on); its
   output's language token is removed;
+* ``verbose``: fairseq's INFO lines (loading, generation) on stderr [none: the plugin leaves
+  logging as the program configured it];
 * ``overrides``: more of fairseq's options (generation: ``beam=5``, ``lenpen=1.0``, ...).
 
 The model it returns refuses, naming the sentence: text that is not ``str`` (bytes: decode
@@ -37,12 +39,28 @@ model's source positions (``InputError``, a ``ValueError``).
 
 import functools
 import inspect
+import logging
 import os
 import re
 import stat
 from typing import Optional, Sequence
 
 _LANGUAGE_TOKEN = re.compile(r"^__[\w-]+__$")
+
+
+def show_fairseq_log() -> None:
+    """fairseq's INFO lines (loading, generation) on stderr, as fairseq's own commands show
+    them; by default the plugin leaves logging as the program configured it
+    (deepnet_fairseq._KeepTheRootLogger), which shows none."""
+    logger = logging.getLogger("fairseq")
+    logger.setLevel(logging.INFO)
+    if not any(getattr(handler, "_deepnet_verbose", False) for handler in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | "
+                                               "%(message)s", "%Y-%m-%d %H:%M:%S"))
+        handler._deepnet_verbose = True
+        logger.addHandler(handler)
+        logger.propagate = False  # once, not again through a handler the program has
 
 
 def is_multilingual(task) -> bool:
@@ -100,9 +118,11 @@ def check_pieces(sentencepiece_model: str, dictionary: str) -> None:
 
 
 def load(checkpoint: str, data: Optional[str] = None, sentencepiece_model: Optional[str] = None,
-         pieces: bool = False, **overrides):
+         pieces: bool = False, verbose: bool = False, **overrides):
     """A ``Translator`` (``translator_class()``: fairseq's hub interface: ``.translate(text)``, ``.generate``, ...) for
     CHECKPOINT; the module's docstring says what each argument takes."""
+    if verbose:
+        show_fairseq_log()
     from fairseq import checkpoint_utils
 
     from . import register

@@ -102,20 +102,45 @@ def mono_data(toy_data):
     return root / "mono"
 
 
+def made_once(tmp_path_factory, worker_id: str, name: str, make):
+    """The folder NAME, filled by ``make(folder)`` once a test session: under pytest-xdist the
+    workers share it (the first to come makes it, under a file lock, while the others wait),
+    so that a costly artefact several files read is made once, not once a worker. Read it;
+    a test that changes it copies it first."""
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    # a worker's base is the session's own folder's child (popen-gwN); without xdist the base
+    # is the session's folder itself (its parent holds earlier sessions')
+    root = base.parent if worker_id != "master" else base
+    folder, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
-def trained_tiny(toy_data, tmp_path_factory):
+def trained_tiny(tmp_path_factory, worker_id):
     """The session's one trained tiny DeepNet (3L-2L, shared embeddings): fairseq-train's own
     main, 200 updates on the toy reversal at lr 3e-3, no dropout, init gain beta 1 (at this
     width the paper's beta keeps the model at the uniform loss for about 400 updates; with beta
     1 it reverses in part after 200), alpha the paper's (1.11 and 1.57). No validation and one
-    save at the end: the same weights, without 40 checkpoint writes. The path of its
-    checkpoint_last.pt; a test that changes it copies it first."""
-    save = tmp_path_factory.mktemp("trained-tiny") / "checkpoints"
-    train(toy_data, save, "--encoder-layers", 3, "--decoder-layers", 2,
-          "--share-all-embeddings", "--max-update", 200, "--lr", "3e-3", "--dropout", 0,
-          "--deepnorm-encoder-beta", 1, "--deepnorm-decoder-beta", 1, "--disable-validation",
-          "--save-interval", 1000)
-    return save / "checkpoint_last.pt"
+    save at the end: the same weights, without 40 checkpoint writes. Trained once for all the
+    workers (made_once), on its own copy of the toy data. The path of its checkpoint_last.pt;
+    a test that changes it copies it first."""
+    def make(folder):
+        toy = folder / "toy"
+        toy.mkdir()
+        train(make_toy_data(toy), folder / "checkpoints", "--encoder-layers", 3,
+              "--decoder-layers", 2, "--share-all-embeddings", "--max-update", 200,
+              "--lr", "3e-3", "--dropout", 0, "--deepnorm-encoder-beta", 1,
+              "--deepnorm-decoder-beta", 1, "--disable-validation", "--save-interval", 1000)
+
+    return made_once(tmp_path_factory, worker_id, "trained-tiny", make) / "checkpoints" / \
+        "checkpoint_last.pt"
 
 
 @pytest.fixture(scope="session")

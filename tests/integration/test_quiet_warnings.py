@@ -48,3 +48,34 @@ def test_plot_monitors_prints_no_matplotlib_debug_lines(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "DEBUG" not in proc.stderr and "DEBUG" not in proc.stdout
     assert (tmp_path / "mon.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_importing_fairseq_after_the_plugin_leaves_the_root_logger_as_it_was():
+    """fairseq's import calls logging.basicConfig(level=DEBUG) (deepnet_fairseq's
+    _KeepTheRootLogger): after the plugin, the root logger keeps its level and handlers."""
+    proc = python("import logging, deepnet_fairseq, fairseq\n"
+                  "deepnet_fairseq.register()\n"
+                  "root = logging.getLogger()\n"
+                  "print(logging.getLevelName(root.level), len(root.handlers))\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["WARNING", "0"]
+    # and the check can tell: fairseq alone still configures it
+    alone = python("import logging, fairseq\nroot = logging.getLogger()\n"
+                   "print(logging.getLevelName(root.level), len(root.handlers))\n")
+    assert alone.stdout.split() == ["DEBUG", "1"], alone.stderr[-3000:]
+
+
+def test_translating_from_python_prints_fairseqs_lines_only_when_asked(trained_tiny):
+    marker = "--- verbose from here ---"
+    proc = python("import sys, deepnet_fairseq\n"
+                  f"print(deepnet_fairseq.load({str(trained_tiny)!r}, pieces=True)"
+                  ".translate('w1 w2 w3'))\n"
+                  f"print({marker!r}, file=sys.stderr, flush=True)\n"
+                  f"print(deepnet_fairseq.load({str(trained_tiny)!r}, pieces=True, verbose=True)"
+                  ".translate('w1 w2 w3'))\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    quiet, _, verbose = proc.stderr.partition(marker)
+    assert "INFO" not in quiet and "DEBUG" not in quiet, quiet
+    assert "| INFO | fairseq" in verbose, verbose
+    first, second = proc.stdout.splitlines()
+    assert first == second  # the same translation either way

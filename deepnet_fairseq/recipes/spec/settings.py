@@ -715,12 +715,22 @@ def _set_device(cfg: Settings, env: Mapping[str, str], probe) -> None:
         cfg.set("DEVICE", "cuda" if gpus else "cpu", f"derived: {gpus} GPU(s), {said}")
 
 
+def _size_picks_the_source(dataset, source: str) -> bool:
+    """A size's SOURCE (the shipped corpus, for the small sizes) is for the datasets that would
+    otherwise download: one whose own preset names its text (generated, the user's files) or
+    that cannot read it keeps its own."""
+    return "SOURCE" not in dataset.preset.values and source in dataset.sources
+
+
 def _load_presets(cfg: Settings) -> None:
     """The presets below what was given, first to set a name wins: the size, the dataset,
     the model width, the machine; then the declared defaults."""
+    dataset = DATASETS[cfg.dataset]
+
     def load(preset):
         for name, value in preset.values.items():
-            if name not in cfg:
+            if name not in cfg and not (name == "SOURCE" and preset.kind == "size"
+                                        and not _size_picks_the_source(dataset, value.value)):
                 cfg.set(name, value.value, preset.source(name))
 
     def choose(table, setting):
@@ -731,7 +741,7 @@ def _load_presets(cfg: Settings) -> None:
 
     if cfg.text.where.size != "full":
         load(choose(presets.SIZES, "SIZE"))
-    load(DATASETS[cfg.dataset].preset)
+    load(dataset.preset)
     load(choose(presets.MODELS, "MODEL"))
     load(presets.MACHINES[cfg.text.where.device])
     for name in SETTINGS:
