@@ -21,15 +21,31 @@ setup(
     # transformers 5.24.0's (the deploy extra; torch 2.13.0 has no 3.9 wheel either); 3.14 is
     # left out until measured.
     python_requires=">=3.11,<3.14",
+    author="The deepnet_fairseq authors",
+    license="MIT",
+    license_files=["LICENSE"],
+    keywords="machine translation, transformer, deepnet, deepnorm, fairseq",
     classifiers=[
+        "Development Status :: 4 - Beta",
+        "Intended Audience :: Science/Research",
+        "License :: OSI Approved :: MIT License",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: Python :: 3",
         "Programming Language :: Python :: 3.11",
         "Programming Language :: Python :: 3.12",
         "Programming Language :: Python :: 3.13",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Topic :: Text Processing :: Linguistic",
     ],
     packages=find_packages(include=["deepnet_fairseq", "deepnet_fairseq.*"]),
     # Multi30k ships with the package: the quickstart, recipes and tests need no download.
     package_data={"deepnet_fairseq.corpora": ["multi30k/*.gz", "multi30k/README.md"]},
-    install_requires=["torch>=2.0", "sacrebleu>=2.0", "sentencepiece"],
+    # What the package imports at run time, from the lowest release it needs to the newest
+    # tested (constraints.txt pins the tested set): torch 2.6 for FSDP2's fully_shard
+    # (nn/fsdp.py); fairseq-fixed itself is installed by scripts/install.sh (--no-deps, above).
+    install_requires=["torch>=2.6,<2.14", "sacrebleu>=2.0,<3", "sentencepiece>=0.1.99",
+                      "sacremoses>=0.0.53", "matplotlib>=3.5", "numpy>=1.21.3",
+                      "omegaconf>=2.3,<2.4", "hydra-core>=1.3,<1.4", "tensorboardX>=2.0"],
     # deepnet-export --ctranslate2 (CTranslate2's converter and runtime) and --transformers
     # (transformers' FSMT model and Marian tokenizer, safetensors weights; FSMT is tested with
     # 5.24.0, constraints.txt); scripts/install.sh installs them unless --no-deploy
