@@ -234,6 +234,14 @@ def translator_class():
                     self.encode(sentence)
                 except InputError as err:
                     raise InputError(f"sentence {index}: {err}") from None
-            return super().sample(sentences, *args, **kwargs)
+            # a blank sentence has nothing to translate: "" (given only </s>, the model would
+            # still write its likeliest sentence)
+            blank = {index for index, sentence in enumerate(batch) if not sentence.strip()}
+            if not blank:
+                return super().sample(sentences, *args, **kwargs)
+            rest = [sentence for index, sentence in enumerate(batch) if index not in blank]
+            done = iter(super().sample(rest, *args, **kwargs) if rest else [])
+            out = ["" if index in blank else next(done) for index in range(len(batch))]
+            return out[0] if isinstance(sentences, str) else out
 
     return Translator

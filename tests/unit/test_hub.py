@@ -166,3 +166,13 @@ def test_text_the_model_cannot_read_is_refused_naming_the_sentence(model):
         with pytest.raises(InputError, match=message):
             model.translate(batch, beam=1)
     assert model.translate([ok, ok], beam=1)[0] == model.translate(ok, beam=1)
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t \n"])
+def test_a_blank_sentence_translates_to_nothing_in_place(model, blank):
+    """Nothing to translate gives "" (the model, given only </s>, would write its likeliest
+    sentence), alone and in a batch, the others translated as alone."""
+    ok = "w1 w2 w3"
+    assert model.translate(blank, beam=1) == ""
+    assert model.translate([blank, ok, blank], beam=1) == ["", model.translate(ok, beam=1), ""]
+    assert model.translate([blank, blank], beam=1) == ["", ""]

@@ -36,7 +36,7 @@ from ...processes import EXIT, FINISHED, interrupted, run_forwarding
 from ..base.console import log
 from ..base.machine import cores, machine_memory_gb
 from . import runlog
-from .lengths import refuse_too_long
+from .lengths import refuse_too_long, train_args
 from .. import write_atomically
 from ...storage.records import read_record, read_status, record_text, write_record
 from .commands import (PER_TENSOR_OPTIONS, layers_lr_args, method_args, peak_lr,
@@ -255,6 +255,51 @@ def trained_otherwise(cfg: Settings, run_dir: str) -> Optional[str]:
             f"these settings under another RUN_NAME, or move {run_dir} away to train it anew")
 
 
+def checkpoint_otherwise(cfg: Settings, command: List[str]) -> Optional[str]:
+    """Why the run's checkpoint_last.pt, which fairseq would resume, is not a checkpoint of
+    this run: the model its options define (``average_checkpoints.model_configuration``: the
+    architecture, depths, widths and every method's constants), its seed or its learning rate
+    differ from the run's COMMAND, or its embeddings are not the data's dictionaries (the
+    export's check). A file put there by hand -- another run's checkpoint -- would otherwise be
+    trained on under this run's name and records. None where there is none, it cannot be read
+    (the attempt repairs that) or it is the run's."""
+    from ...average_checkpoints import model_configuration
+    from ...export import ExportError, check_dictionaries
+    from ...storage.checkpoint_io import CheckpointError, read_checkpoint, trained_on
+
+    where = paths(cfg)
+    last = os.path.join(where.checkpoints, "checkpoint_last.pt")
+    if not os.path.isfile(last):
+        return None
+    try:
+        state = read_checkpoint(last, mmap=True)
+    except CheckpointError:
+        return None
+    planned = train_args(command, where.bin)
+
+    def model(config):  # sharing all embeddings shares the decoder's output too (its build)
+        shared = config.get("share_all_embeddings") == "True"
+        return {**config, **({"share_decoder_input_output_embed": "True"} if shared else {})}
+
+    ours, theirs = model(model_configuration({"args": planned})), model(model_configuration(state))
+    stored = state.get("cfg") or {}
+    ours.update(seed=str(planned.seed), lr=str(list(planned.lr)))
+    theirs.update(seed=str((stored.get("common") or {}).get("seed")),
+                  lr=str(list((stored.get("optimization") or {}).get("lr") or [])))
+    different = [f"{name} {theirs[name]} there, {ours[name]} here"
+                 for name in sorted(set(ours) & set(theirs)) if ours[name] != theirs[name]]
+    try:
+        check_dictionaries(state["model"], stored.get("task") or {}, where.bin, trained_on(state))
+    except ExportError as err:
+        different.append(str(err).split(" (pass")[0])
+    if not different:
+        return None
+    return (f"{last} is not a checkpoint of {cfg.text.run.run_name} ({'; '.join(different)}): "
+            f"resuming it would train another model under this run's name and records. Move "
+            f"it away (the run then trains from update 0), or put back the run's own (one of "
+            f"its checkpoint_E_U.pt)")
+
+
 def _mark_failed(run_dir: str, reason: str) -> None:
     """Set the run's status to failed, even on a full disk: if no new file can be written,
     overwrite status.json in place (a few hundred bytes fit in the block it already has)."""
@@ -294,6 +339,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
             "tokens_per_update": layout.tokens_per_update, "attempt": number}
     if layout.is_rank0:
         _clean_up_after_an_interruption(cfg, name, where)
+    problem = checkpoint_otherwise(cfg, command)
+    if problem:
+        raise SettingError(problem)
     updates, epochs = training_done(where.checkpoints)
     reached = limit_reached(cfg, updates, epochs)
     if reached:
