@@ -13,6 +13,7 @@ import datetime
 import os
 from typing import Dict, List, Optional
 
+from .storage.evaluations import current_evaluation
 from .storage.records import read_record
 from .storage.checkpoint_io import run_directories_of
 from .storage.fileio import RecordError
@@ -30,15 +31,34 @@ def run_records(checkpoint: str) -> Dict:
         return {}
     run = runs[1]
     found = {"run": os.path.basename(run)}
-    for key, path, kind in (("config", os.path.join(run, "config.json"), "run-config"),
-                            ("eval", os.path.join(run, "eval", "eval.json"), "eval")):
-        try:
-            record = read_record(path, kind)
-        except (RecordError, OSError):
-            record = None
-        if record:
-            found[key] = record
+    try:
+        config = read_record(os.path.join(run, "config.json"), "run-config")
+    except (RecordError, OSError):
+        config = None
+    if config:
+        found["config"] = config
+    try:  # through the one check of every reader: not the scores of checkpoints since replaced
+        evaluation, stale = current_evaluation(run)
+    except (RecordError, OSError) as err:
+        evaluation, stale = None, f"its evaluation cannot be read ({err})"
+    if evaluation:
+        found["eval"] = evaluation
+    if stale:
+        found["eval_stale"] = stale
     return found
+
+
+def scored_this_checkpoint(evaluation: Dict, updates: Optional[int]) -> Optional[bool]:
+    """Whether EVALUATION scored the exported checkpoint itself (a checkpoint of the run at
+    UPDATES updates): its one checkpoint, ``checkpoint_E_U.pt`` with U = UPDATES; False for an
+    average of several; None where the evaluation does not record what it averaged."""
+    scored = evaluation.get("checkpoints")
+    if not scored:
+        return None
+    if len(scored) != 1 or updates is None:
+        return False
+    name = scored[0][:-len(".pt")] if scored[0].endswith(".pt") else scored[0]
+    return name.split("_")[-1] == str(updates) or name == "checkpoint_last"
 
 
 def parameters(weights: Dict) -> int:
@@ -79,14 +99,27 @@ def _training(records: Dict) -> List[str]:
                         "with where each came from).", ""]
 
 
-def _scores(records: Dict) -> List[str]:
+def _scores(records: Dict, updates: Optional[int]) -> List[str]:
     scores = records.get("eval")
+    if records.get("eval_stale"):
+        return ["Not shown: the run's evaluation is of checkpoints the run no longer holds (it "
+                "was trained since, or its evaluation cannot be read); evaluate the run again "
+                "(the recipes' evaluate step) for its scores.", ""]
     if not scores or not scores.get("directions"):
         return ["No evaluation recorded for this run (the recipes' `evaluate.sh` writes one).",
                 ""]
-    lines = ["The recipes' evaluation of the run (fairseq-generate on the test set, the last "
-             "checkpoints averaged, detokenised sacreBLEU; a single checkpoint scores somewhat "
-             "differently):", "",
+    itself = scored_this_checkpoint(scores, updates)
+    if itself:
+        what = "this checkpoint"
+    elif itself is None:
+        what = ("the run's last checkpoints, averaged (which ones the evaluation does not "
+                "record): perhaps not this checkpoint, which scores somewhat differently")
+    else:
+        what = (f"the average of {', '.join(scores['checkpoints'])}, not this checkpoint, "
+                "whose own score is not recorded (export the averaged model, or evaluate "
+                "this checkpoint, for its score)")
+    lines = ["The recipes' evaluation (fairseq-generate on the test set, detokenised "
+             f"sacreBLEU) of {what}:", "",
              "| direction | sacreBLEU | chrF | tokenized BLEU | BLEU signature | chrF signature |",
              "|---|---|---|---|---|---|"]
     for pair, result in sorted(scores["directions"].items()):
@@ -118,7 +151,7 @@ def card_text(model_cfg: Dict, trained_arch: str, langs, weights: Dict, checkpoi
         f"| parameters | {parameters(weights):,} |",
         f"| updates trained | {'' if updates is None else f'{updates:,}'} |", "",
         "## Training data", "", *_training(records),
-        "## Evaluation", "", *_scores(records),
+        "## Evaluation", "", *_scores(records, updates),
         "## Use", "", "```python",
         "from transformers import AutoTokenizer, FSMTForConditionalGeneration", "",
         'tokenizer = AutoTokenizer.from_pretrained("PATH")',

@@ -25,7 +25,7 @@ MAX_UPDATE=2000 RETRY=1 trains a finished run further on the same schedule:
                 {train,valid,test}.{en,de}[.gz] text)                    [multi30k]
 """
 
-from ..storage.records import read_record
+from ..storage.evaluations import current_evaluation
 import itertools
 import os
 import shutil
@@ -41,7 +41,7 @@ from ..processes import ENDING, EXIT, Interrupted, interrupted, signal_of, signa
 from .spec.settings import SettingError, Settings, from_env, home, resolve
 from .datasets.wmt17 import DATASET as WMT17
 from ..storage.directories import Busy, NotOurs
-from ..storage.fileio import describe_os_error, one_line_os_errors
+from ..storage.fileio import RecordError, describe_os_error, one_line_os_errors
 
 DATASET = WMT17.name  # the recipe the quickstart runs
 SIZES = {("quickstart", "cpu"): "quickstart", ("quickstart", "cuda"): "quickstart-cuda",
@@ -90,8 +90,10 @@ def show_result(cfg: Settings) -> Dict:
 
     where = paths(cfg)
     pair = f"{cfg.text.data.src}-{cfg.text.data.tgt}"
-    result = read_record(os.path.join(where.run_dir, "eval", "eval.json"),
-                         "eval")["directions"][pair]
+    evaluation, stale = current_evaluation(where.run_dir)
+    if evaluation is None:
+        raise RecordError(stale or f"{where.run_dir} has no evaluation")
+    result = evaluation["directions"][pair]
     hyps = hypotheses(os.path.join(where.run_dir, "eval", pair, "generate-test.txt"))
     sides = []
     for lang in (cfg.text.data.src, cfg.text.data.tgt):

@@ -358,3 +358,39 @@ def test_the_card_of_a_recipe_run_gives_its_data_and_its_measured_scores(toy_dat
     assert "- `SOURCE`: multi30k" in card.text and "- `SIZE`: mini" in card.text
     assert "`LR`" not in card.text  # how it trained is in config.json, not the data section
     assert "| en-de | 26.85 | 55.1 | 27.5 | `nrefs:1|tok:13a` | `nrefs:1|nc:6` |" in card.text
+
+
+@pytest.mark.parametrize("scored, stale, says", [
+    (["checkpoint_1_7.pt"], False, "detokenised sacreBLEU) of this checkpoint:"),
+    (["checkpoint_1_5.pt", "checkpoint_1_7.pt"], False,
+     "of the average of checkpoint_1_5.pt, checkpoint_1_7.pt, not this checkpoint"),
+    (None, False, "which ones the evaluation does not record"),
+    (["checkpoint_1_7.pt"], True, "Not shown: the run's evaluation is of checkpoints the run "
+                                  "no longer holds"),
+])
+def test_the_card_says_what_the_scores_it_shows_are_of(toy_data, tmp_path, scored, stale, says):
+    """Issue 60: the scores of the exported checkpoint itself, or said to be another's (the
+    averaged last checkpoints), or, where the run was trained since it was evaluated, none."""
+    from deepnet_fairseq.recipes.evaluation import score
+    from deepnet_fairseq.storage import directories
+    from deepnet_fairseq.storage.evaluations import PURPOSE, purpose
+    from deepnet_fairseq.storage.records import write_record
+
+    run = tmp_path / "work" / "runs" / "deepnet-3L-2L"
+    directories.make_dirs(str(run / "checkpoints"))
+    directories.make_dirs(str(run / "eval"))
+    model, _, cfg = build(toy_data, "deepnet_transformer_tiny", *NARROW)
+    checkpoint = save_checkpoint(model, cfg, run / "checkpoints" / "checkpoint_last.pt")
+    scores = score.summarise({"en-de": {"sacrebleu": 26.85, "tok_bleu": 27.5, "chrf": 55.1,
+                                        "signature": "nrefs:1|tok:13a",
+                                        "chrf_signature": "nrefs:1|nc:6", "distinct_share": 1.0}})
+    write_record(str(run / "eval" / "eval.json"), "eval",
+                 {**scores, **({"checkpoints": scored} if scored else {})})
+    recorded = purpose(str(run), ["--beam", "5"])
+    if stale:  # evaluated, then trained on: other files now
+        recorded["checkpoints"] = [["checkpoint_last.pt", 1, 1]]
+    write_record(str(run / "eval" / PURPOSE), "purpose", recorded)
+    export.main([checkpoint, "--transformers", str(tmp_path / "hf")])
+    card = _card(tmp_path / "hf")
+    assert says in card.text, card.text
+    assert ("| en-de | 26.85 |" in card.text) is not stale

@@ -410,7 +410,7 @@ def test_a_legacy_evaluation_is_not_scored_again_from_command_text(tmp_path):
 def test_an_evaluation_of_earlier_checkpoints_is_not_the_runs_score(tmp_path):
     """Trained again (RETRY=1), its new evaluation failed: eval/ holds the score of the old
     checkpoints, which the report does not show as the run's (evaluate's own check)."""
-    from deepnet_fairseq.recipes.evaluation.evaluate import PURPOSE, purpose
+    from deepnet_fairseq.storage.evaluations import PURPOSE, purpose
 
     runs = tmp_path / "runs"
     run, _ = _quickstart_run(runs, tmp_path / "raw")
@@ -423,6 +423,32 @@ def test_an_evaluation_of_earlier_checkpoints_is_not_the_runs_score(tmp_path):
     (row,) = report.collect("wmt17", str(runs))
     assert row["status"] == "failed" and row["sacrebleu"] == "" and row["bleu"] == ""
     assert "earlier checkpoints" in row["reason"]
+
+
+def test_the_results_export_leaves_out_an_evaluation_of_earlier_checkpoints(tmp_path, capsys):
+    """curves --export, the few kilobytes committed as a result, keeps eval.json only while it
+    is the evaluation of the checkpoints the run holds (issue 60), and an export made again
+    after the run trained on does not keep the earlier export's."""
+    from deepnet_fairseq.recipes.reporting import curves
+    from deepnet_fairseq.storage.evaluations import PURPOSE, purpose
+
+    runs = tmp_path / "runs"
+    run, _ = _quickstart_run(runs, tmp_path / "raw")
+    (run / "train.log").write_text("2026-01-01 00:00:00 | INFO | valid | epoch 001 | valid on "
+                                   "'valid' subset | loss 9.5 | nll_loss 9.1 | num_updates 10\n")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "checkpoint_1_10.pt").write_bytes(b"old")
+    write_record(str(run / "eval" / PURPOSE), "purpose", purpose(str(run), ["--beam", "5"]))
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    exported = curves.export(str(run), str(kept))
+    assert os.path.isfile(os.path.join(exported, "eval.json"))
+    (run / "checkpoints" / "checkpoint_1_20.pt").write_bytes(b"new")  # trained on
+    curves.export(str(run), str(kept))
+    assert not os.path.exists(os.path.join(exported, "eval.json"))
+    assert "eval.json left out" in capsys.readouterr().err
+    (row,) = report.collect("wmt17", str(kept))  # the export's report: no stale score
+    assert row["sacrebleu"] == ""
 
 
 def test_a_runs_seed_comes_from_its_records(tmp_path):

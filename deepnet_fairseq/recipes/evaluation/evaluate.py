@@ -41,57 +41,42 @@ from typing import Optional
 from .. import cli_parser
 from ...cli import at_least_one
 from ..run import runlog
+from ...storage.evaluations import PURPOSE, purpose, recorded_purpose
 from ...storage.records import read_record, write_record
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
-from ...storage.fileio import (RecordError, one_line_os_errors, refuse_links_within,
+from ...storage.fileio import (one_line_os_errors, refuse_links_within,
                                refuse_planted_links, remove_file, signals_raise)
 
 
-def average_last(checkpoints: str, count: int, output: str) -> None:
-    from ...average_checkpoints import average, last_checkpoints
-    from ...storage.fileio import save_torch
+def to_average(checkpoints: str, count: int) -> list:
+    """The paths of the checkpoints an evaluation averages: the last COUNT update
+    checkpoints (fewer if fewer exist), checkpoint_last.pt where there are none."""
+    from ...average_checkpoints import last_checkpoints
 
     available = len([n for n in os.listdir(checkpoints) if n.count("_") == 2 and n.endswith(".pt")
                      and n.startswith("checkpoint_")])
-    if available < count:
-        print(f"warning: {available} update checkpoint(s) in {checkpoints}, fewer than "
-              f"--average-last {count} (a short run?)", file=sys.stderr)
-        count = available
-    if count == 0:
+    if min(count, available) == 0:
+        return [os.path.join(checkpoints, "checkpoint_last.pt")]
+    return last_checkpoints(checkpoints, min(count, available), "update")
+
+
+def average_last(checkpoints: str, count: int, output: str) -> None:
+    from ...average_checkpoints import average
+    from ...storage.fileio import save_torch
+
+    paths = to_average(checkpoints, count)
+    last = paths == [os.path.join(checkpoints, "checkpoint_last.pt")]
+    if len(paths) < count or last:
+        print(f"warning: {0 if last else len(paths)} update checkpoint(s) in {checkpoints}, "
+              f"fewer than --average-last {count} (a short run?)", file=sys.stderr)
+    if last:
         print("evaluating checkpoint_last.pt (its model only)", file=sys.stderr)
-        paths = [os.path.join(checkpoints, "checkpoint_last.pt")]
     else:
-        paths = last_checkpoints(checkpoints, count, "update")
-        print(f"averaging {count} checkpoints: {' '.join(map(os.path.basename, paths))}",
+        print(f"averaging {len(paths)} checkpoints: {' '.join(map(os.path.basename, paths))}",
               file=sys.stderr)
     save_torch(average(paths), output)
-
-
-PURPOSE = "purpose.json"
-"""What an evaluation is of (in ``eval/`` and ``eval.tmp/``): the checkpoints it read (name,
-size, modification time) and its exact arguments (decoding settings, directions, references)."""
-
-
-def purpose(run_dir: str, argv) -> dict:
-    """The record of what an evaluation of RUN_DIR with ARGV evaluates: a result or a half-done
-    evaluation of another is stale (redone), never reused."""
-    checkpoints = os.path.join(run_dir, "checkpoints")
-    files = sorted(n for n in os.listdir(checkpoints) if n.endswith(".pt")) \
-        if os.path.isdir(checkpoints) else []
-    stats = {n: os.stat(os.path.join(checkpoints, n)) for n in files}
-    return {"checkpoints": [[n, st.st_size, st.st_mtime_ns] for n, st in stats.items()],
-            "arguments": [str(a) for a in argv]}
-
-
-def _recorded_purpose(directory: str):
-    """DIRECTORY's purpose record; None where it has none or one that cannot be read (then
-    what it holds is stale: redone)."""
-    try:
-        return read_record(os.path.join(directory, PURPOSE), "purpose")
-    except RecordError:
-        return None
 
 
 def up_to_date(run_dir: str, argv) -> bool:
@@ -103,16 +88,6 @@ def up_to_date(run_dir: str, argv) -> bool:
     result = read_record(os.path.join(final, "eval.json"), "eval")
     recorded = read_record(os.path.join(final, PURPOSE), "purpose")
     return result is not None and recorded == purpose(run_dir, argv)
-
-
-def evaluated_checkpoints_changed(run_dir: str) -> bool:
-    """Whether RUN_DIR/eval is the evaluation of other checkpoints than RUN_DIR/checkpoints
-    holds now (``up_to_date``'s check of the checkpoints, for a reader that does not know the
-    decoding settings: the report). A run without checkpoints (exported, or deleted to save
-    space) or an evaluation without its purpose record cannot be checked: kept."""
-    recorded = _recorded_purpose(os.path.join(run_dir, "eval"))
-    now = purpose(run_dir, [])["checkpoints"]
-    return bool(recorded and now) and recorded.get("checkpoints") != now
 
 
 def _dictionaries(task):
@@ -392,7 +367,8 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     _refuse_other_dictionaries(averaged, args, generate_args)
     _log_to_stderr()
     directions = _decode_and_score(args, work, averaged, generate_args)
-    _publish(args.run_dir, work, averaged, directions)
+    scored = [os.path.basename(p) for p in to_average(checkpoints, args.average_last)]
+    _publish(args.run_dir, work, averaged, directions, scored)
 
 
 def _refuse_what_is_not_ours(parser, run_dir: str):
@@ -416,7 +392,7 @@ def _average(checkpoints: str, count: int, averaged: str, wanted: dict) -> None:
     """AVERAGED (in eval.tmp), the mean of the last COUNT CHECKPOINTS, unless eval.tmp already
     holds it for the same purpose (an interrupted evaluation resumes)."""
     work = os.path.dirname(averaged)
-    if os.path.isfile(averaged) and _recorded_purpose(work) == wanted:
+    if os.path.isfile(averaged) and recorded_purpose(work) == wanted:
         return
     # another evaluation's leftovers (other checkpoints or settings) are redone, not reused;
     # deleted only because the recipes made them (workdir's marker)
@@ -480,14 +456,14 @@ def _decode_and_score(args, work: str, averaged: str, generate_args) -> dict:
     return directions
 
 
-def _publish(run_dir: str, work: str, averaged: str, directions: dict) -> None:
-    """WORK's eval.json written from DIRECTIONS, the averaged weights deleted, and WORK made
-    RUN_DIR/eval."""
+def _publish(run_dir: str, work: str, averaged: str, directions: dict, scored: list) -> None:
+    """WORK's eval.json written from DIRECTIONS and the names of the checkpoints averaged
+    (SCORED), the averaged weights deleted, and WORK made RUN_DIR/eval."""
     ignoring = [name for name, d in directions.items() if d["ignores_source"]]
     if ignoring and len(directions) > 1:
         print(f"WARNING: {len(ignoring)} of {len(directions)} directions ignore their source: "
               f"{' '.join(ignoring)}", file=sys.stderr)
-    summary = summarise(directions)
+    summary = {**summarise(directions), "checkpoints": scored}
     write_record(os.path.join(work, "eval.json"), "eval", summary)
     remove_file(averaged)
     # refuses an eval/ the recipes did not create, naming it

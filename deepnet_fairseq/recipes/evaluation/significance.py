@@ -28,7 +28,8 @@ from typing import Dict, List, Sequence
 from .. import cli_parser
 from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
                                 one_line_os_errors)
-from ...storage.records import read_record, write_record
+from ...storage.evaluations import current_evaluation
+from ...storage.records import write_record
 from .score import hypotheses, references
 
 # Student's t, the 0.975 quantile, by degrees of freedom (tables; 1.96 beyond 30)
@@ -149,10 +150,10 @@ def main(argv=None) -> int:
 
 def _evaluated(run_dir: str) -> Dict:
     """The directions a run's evaluation scored (its eval/eval.json, read as a record)."""
-    path = os.path.join(run_dir, "eval", "eval.json")
-    record = read_record(path, "eval")
+    record, stale = current_evaluation(run_dir)
     if record is None:
-        raise ValueError(f"{run_dir} has no evaluation ({path}): run its evaluate step first")
+        raise ValueError(stale or f"{run_dir} has no evaluation ({run_dir}/eval/eval.json): "
+                                  "run its evaluate step first")
     return record.get("directions", {})
 
 

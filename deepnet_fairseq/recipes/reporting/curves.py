@@ -31,7 +31,9 @@ from .. import cli_parser, save_png, write_atomically
 from ...storage.records import read_record, read_status
 from ...fairseq_log import train_seconds, valid_curve, valid_nll_curve
 from ...plotting import pyplot
-from ...storage.fileio import add_force_argument, check_tool_output, copy_file, one_line_os_errors
+from ...storage.evaluations import stale_because
+from ...storage.fileio import (add_force_argument, check_tool_output, copy_file,
+                               one_line_os_errors, remove_file)
 
 CURVE_FILE = "valid_loss.csv"
 SECONDS_COLUMN = "train_seconds"
@@ -110,8 +112,13 @@ def export(run_dir: str, out_dir: str) -> str:
     name = os.path.basename(os.path.normpath(run_dir))
     target = os.path.join(out_dir, name)
     curve = read_curve(run_dir)  # before anything is written: a run without a curve writes nothing
+    stale = stale_because(run_dir)  # scores of checkpoints the run no longer holds: left out
     for source, kept in EXPORTED:
-        if os.path.isfile(os.path.join(run_dir, source)):
+        if kept == "eval.json" and stale:
+            if os.path.isfile(os.path.join(target, kept)):  # an earlier export's: not this run's
+                remove_file(os.path.join(target, kept))
+            print(f"{name}: eval.json left out: {stale}", file=sys.stderr)
+        elif os.path.isfile(os.path.join(run_dir, source)):
             copy_file(os.path.join(run_dir, source), os.path.join(target, kept))
     write_atomically(os.path.join(target, CURVE_FILE),
                      curve_csv(curve, training_seconds(run_dir), nll_curve(run_dir)))

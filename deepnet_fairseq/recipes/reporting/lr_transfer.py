@@ -37,6 +37,7 @@ from typing import Dict, List, Optional
 
 from .. import cli_parser, save_png, write_atomically
 from ...plotting import pyplot
+from ...storage.evaluations import current_evaluation
 from ...storage.records import read_record, read_status, run_names
 from ...storage.fileio import (add_force_argument, check_tool_output, ensure_directory,
                                 one_line_os_errors)
@@ -57,8 +58,7 @@ def read_runs(roots: List[str]) -> List[Dict]:
             config = read_record(os.path.join(run, "config.json"), "run-config")
             if status is None or config is None or "LR" not in config.get("settings", {}):
                 continue  # not a run of a sweep with a learning-rate axis (or not started)
-            scores = read_record(os.path.join(run, "eval.json"), "eval") or \
-                read_record(os.path.join(run, "eval", "eval.json"), "eval") or {}
+            scores = current_evaluation(run)[0] or {}  # none of other checkpoints
             bleu = next(iter(scores.get("directions", {}).values()), {}).get("tok_bleu")
             rows.append({"method": status["method"], "encoder_layers": status["encoder_layers"],
                          "decoder_layers": status["decoder_layers"],

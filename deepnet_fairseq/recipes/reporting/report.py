@@ -53,6 +53,7 @@ from typing import Dict, List, NamedTuple, Optional
 from .. import cli_parser, save_png, write_atomically
 from ...fairseq_log import STALLED_MARGIN, stalled
 from ...plotting import pyplot
+from ...storage.evaluations import current_evaluation
 from ...storage.records import read_record, read_status, run_names
 from ...storage.fileio import (RecordError, add_force_argument, check_tool_output,
                                 ensure_directory, one_line_os_errors)
@@ -162,20 +163,14 @@ def _value(row: Dict, name: str):
 
 def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
     """The report's row of run NAME, or None if it has no status.json."""
-    from ..evaluation.evaluate import evaluated_checkpoints_changed
-
     run_dir = os.path.join(runs_dir, name)
     status = read_status(run_dir)  # a launcher killed meanwhile: interrupted
     if status is None:
         return None
-    # a run as training left it (eval/eval.json), or as recipes.reporting.curves --export keeps it
-    evaluation = (read_record(os.path.join(run_dir, "eval", "eval.json"), "eval")
-                  or read_record(os.path.join(run_dir, "eval.json"), "eval") or {})
     # an evaluation of other checkpoints (trained again with RETRY=1, and the new evaluation
-    # failed) is not this run's score: the same check as evaluate's (``up_to_date``)
-    stale = bool(evaluation) and evaluated_checkpoints_changed(run_dir)
-    if stale:
-        evaluation = {}
+    # failed) is not this run's score
+    evaluation, stale = current_evaluation(run_dir)
+    evaluation = evaluation or {}
     n, m = int(status["encoder_layers"]), int(status["decoder_layers"])
     config = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
     row = {key: "" for key in COLUMNS}
