@@ -185,18 +185,47 @@ class Interrupted(Exception):
         self.signum = signum
 
 
+# The signals received inside signals_interrupt blocks, kept beside the exception: a handler
+# runs wherever the main thread is, and where that is a __del__ or a finalizer (a pipe closed
+# while a worker starts), Python prints "Exception ignored ..." and goes on, so the Interrupted
+# raised there is lost. The record is not: raise_if_interrupted raises it again.
+_RECEIVED: List[int] = []
+_BLOCKS = [0]  # signals_interrupt blocks open (nested: the quickstart's steps)
+
+
+def raise_if_interrupted() -> None:
+    """Raise Interrupted for a signal received in a signals_interrupt block whose exception the
+    code it landed in swallowed: called where work starts (each worker of a parallel stage)
+    and when the block ends, so that such a signal still ends the step as interrupted."""
+    if _RECEIVED:
+        raise Interrupted(_RECEIVED[0])
+
+
 @contextlib.contextmanager
 def signals_interrupt():
-    """SIGTERM and SIGHUP raise Interrupted inside the block; the caller's handlers come back
-    after it (a test, a notebook calling in)."""
+    """SIGTERM and SIGHUP raise Interrupted inside the block, however the code they land in
+    treats exceptions (``raise_if_interrupted``); the caller's handlers come back after it (a
+    test, a notebook calling in)."""
     def interrupt(signum, _frame):
+        _RECEIVED.append(signum)
         raise Interrupted(signum)
 
     previous = {signum: signal.signal(signum, interrupt)
                 for signum in (signal.SIGTERM, signal.SIGHUP)}
+    _BLOCKS[0] += 1
     try:
         yield
+        raise_if_interrupted()  # the block ran on as if no signal had come
+    except Interrupted:
+        raise
+    except BaseException as err:  # another failure on the way out of a swallowed signal
+        if _RECEIVED:
+            raise Interrupted(_RECEIVED[0]) from err
+        raise
     finally:
+        _BLOCKS[0] -= 1
+        if not _BLOCKS[0]:
+            _RECEIVED.clear()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

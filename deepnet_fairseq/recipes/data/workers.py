@@ -20,7 +20,7 @@ import os
 import signal
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from ...processes import die_with_parent
+from ...processes import die_with_parent, raise_if_interrupted
 
 
 class WorkerDied(RuntimeError):
@@ -65,6 +65,7 @@ def run_all(function: Callable, tasks: Sequence[tuple], workers: int,
     try:
         while reported < min(first_failure + 1, len(tasks)):
             while len(running) < workers and any(i < first_failure for i in waiting):
+                raise_if_interrupted()  # a signal whose exception a start-up swallowed
                 index = next(i for i in waiting if i < first_failure)
                 waiting.remove(index)
                 receive, send = context.Pipe(duplex=False)
@@ -73,6 +74,7 @@ def run_all(function: Callable, tasks: Sequence[tuple], workers: int,
                 process.start()
                 send.close()
                 running[receive] = (index, process)
+            raise_if_interrupted()
             for receive in multiprocessing.connection.wait(list(running)):
                 index, process = running.pop(receive)
                 try:
