@@ -89,3 +89,28 @@ def test_a_checkpoint_of_another_dictionary_is_refused(run, toy_data, tmp_path):
     checkpoint_of(other_cfg, other_command, last)
     problem = runner.checkpoint_otherwise(cfg, command)
     assert problem and "embedding" in problem, problem
+
+
+def test_evaluation_averages_only_the_runs_own_checkpoints(run, capsys):
+    """The evaluate step's door: a checkpoint of another model among those it would average is
+    refused (exit 1, one line naming it), the run's own are averaged."""
+    from deepnet_fairseq.recipes.evaluation import evaluate
+    from deepnet_fairseq.storage.records import write_record
+
+    cfg, command, last = run
+    run_dir = paths(cfg).run_dir
+    write_record(os.path.join(run_dir, "config.json"), "run-config",
+                 {"step": "train", "dataset": "wmt17", "settings": {}, "command": command})
+    own = last.parent / "checkpoint_1_10.pt"
+    checkpoint_of(cfg, command, own)
+    generate_args = [paths(cfg).bin, "--beam", "5"]
+    evaluate._refuse_other_runs_checkpoints(run_dir, [str(own)], generate_args)  # no exit
+    other_cfg, other_command = planned(os.path.dirname(os.path.dirname(paths(cfg).bin)),
+                                       METHOD="post_ln")
+    foreign = last.parent / "checkpoint_1_20.pt"
+    checkpoint_of(other_cfg, other_command, foreign)
+    with pytest.raises(SystemExit) as caught:
+        evaluate._refuse_other_runs_checkpoints(run_dir, [str(own), str(foreign)], generate_args)
+    assert caught.value.code == 1
+    err = capsys.readouterr().err
+    assert str(foreign) in err and "arch post_ln_transformer there" in err

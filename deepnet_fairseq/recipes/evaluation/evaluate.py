@@ -363,6 +363,8 @@ def _evaluate(parser, args, argv, generate_args) -> None:
         print(f"{args.run_dir}/eval is the evaluation of these checkpoints with these settings: "
               "kept", file=sys.stderr)
         return
+    _refuse_other_runs_checkpoints(args.run_dir, to_average(checkpoints, args.average_last),
+                                   generate_args)
     _average(checkpoints, args.average_last, averaged, wanted)
     _refuse_other_dictionaries(averaged, args, generate_args)
     _log_to_stderr()
@@ -405,6 +407,27 @@ def _average(checkpoints: str, count: int, averaged: str, wanted: dict) -> None:
     except CheckpointError as err:
         print(err, file=sys.stderr)
         sys.exit(1)
+
+
+def _refuse_other_runs_checkpoints(run_dir: str, paths, generate_args) -> None:
+    """Exit 1 with one line if a checkpoint to average is not the run's: its model, seed, rate
+    or dictionaries are not those of the training command the run records (its config.json;
+    ``runner.not_the_runs``), as the train step refuses to resume one."""
+    from ..run.runner import not_the_runs
+
+    record = read_record(os.path.join(run_dir, "config.json"), "run-config") or {}
+    command = record.get("command") or []
+    data = next((a for a in generate_args if not a.startswith("-")), None)
+    if not data or os.path.abspath(data) not in map(os.path.abspath, command):
+        return  # trained outside the recipes, or on data moved since: nothing to compare with
+    bin_dir = next(a for a in command if os.path.abspath(a) == os.path.abspath(data))
+    for path in paths:
+        problem = not_the_runs(path, command, bin_dir)
+        if problem:
+            print(f"error: {problem} of {run_dir}: averaging it would score another model as "
+                  "this run's; move it out of the run's checkpoints, then evaluate again",
+                  file=sys.stderr)
+            sys.exit(1)
 
 
 def _refuse_other_dictionaries(averaged: str, args, generate_args) -> None:

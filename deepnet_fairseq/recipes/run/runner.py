@@ -257,25 +257,36 @@ def trained_otherwise(cfg: Settings, run_dir: str) -> Optional[str]:
 
 def checkpoint_otherwise(cfg: Settings, command: List[str]) -> Optional[str]:
     """Why the run's checkpoint_last.pt, which fairseq would resume, is not a checkpoint of
-    this run: the model its options define (``average_checkpoints.model_configuration``: the
-    architecture, depths, widths and every method's constants), its seed or its learning rate
-    differ from the run's COMMAND, or its embeddings are not the data's dictionaries (the
-    export's check). A file put there by hand -- another run's checkpoint -- would otherwise be
-    trained on under this run's name and records. None where there is none, it cannot be read
-    (the attempt repairs that) or it is the run's."""
-    from ...average_checkpoints import model_configuration
-    from ...export import ExportError, check_dictionaries
-    from ...storage.checkpoint_io import CheckpointError, read_checkpoint, trained_on
-
+    this run (``not_the_runs``); None where there is none, it cannot be read (the attempt
+    repairs that) or it is the run's."""
     where = paths(cfg)
     last = os.path.join(where.checkpoints, "checkpoint_last.pt")
     if not os.path.isfile(last):
         return None
+    problem = not_the_runs(last, command, where.bin)
+    if not problem:
+        return None
+    return (f"{problem} of {cfg.text.run.run_name}: resuming it would train another model "
+            f"under this run's name and records. Move it away (the run then trains from "
+            f"update 0), or put back the run's own (one of its checkpoint_E_U.pt)")
+
+
+def not_the_runs(checkpoint: str, command: List[str], bin_dir: str) -> Optional[str]:
+    """How CHECKPOINT is not a checkpoint of the run trained by COMMAND on BIN_DIR: the model
+    its options define (``average_checkpoints.model_configuration``: the architecture, depths,
+    widths and every method's constants), its seed or its learning rate differ from COMMAND's,
+    or its embeddings are not BIN_DIR's dictionaries (the export's check). A file put where a
+    run keeps its checkpoints -- another run's -- would otherwise be resumed, averaged and
+    scored as the run's. None where it is the run's, or it cannot be read (its readers say)."""
+    from ...average_checkpoints import model_configuration
+    from ...export import ExportError, check_dictionaries
+    from ...storage.checkpoint_io import CheckpointError, read_checkpoint, trained_on
+
     try:
-        state = read_checkpoint(last, mmap=True)
+        state = read_checkpoint(checkpoint, mmap=True)
     except CheckpointError:
         return None
-    planned = train_args(command, where.bin)
+    planned = train_args(command, bin_dir)
 
     def model(config):  # sharing all embeddings shares the decoder's output too (its build)
         shared = config.get("share_all_embeddings") == "True"
@@ -289,15 +300,10 @@ def checkpoint_otherwise(cfg: Settings, command: List[str]) -> Optional[str]:
     different = [f"{name} {theirs[name]} there, {ours[name]} here"
                  for name in sorted(set(ours) & set(theirs)) if ours[name] != theirs[name]]
     try:
-        check_dictionaries(state["model"], stored.get("task") or {}, where.bin, trained_on(state))
+        check_dictionaries(state["model"], stored.get("task") or {}, bin_dir, trained_on(state))
     except ExportError as err:
         different.append(str(err).split(" (pass")[0])
-    if not different:
-        return None
-    return (f"{last} is not a checkpoint of {cfg.text.run.run_name} ({'; '.join(different)}): "
-            f"resuming it would train another model under this run's name and records. Move "
-            f"it away (the run then trains from update 0), or put back the run's own (one of "
-            f"its checkpoint_E_U.pt)")
+    return f"{checkpoint} ({'; '.join(different)}) is not a checkpoint" if different else None
 
 
 def _mark_failed(run_dir: str, reason: str) -> None:
