@@ -181,8 +181,8 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
                reason=status.get("reason", ""), num_updates=status.get("num_updates", ""),
                last_valid_loss=status.get("last_valid_loss"),
                last_valid_nll=status.get("last_valid_nll"))
-    if row["status"] == "ok" and not evaluation:
-        row.update(status="failed", reason="trained, but not evaluated" + (
+    if row["status"] == "ok" and not evaluation:  # trained well: not a failed run
+        row.update(status="not evaluated", reason="trained, but not evaluated" + (
             " since: eval/ holds the evaluation of earlier checkpoints" if stale else "")
             + " (see evaluate.log)")
     directions = evaluation.get("directions", {})
