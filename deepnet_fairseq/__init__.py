@@ -54,10 +54,11 @@ def register() -> None:
     from . import data_threads, models, tasks  # noqa: F401  (their registrations)
     from .criterions import source_gain  # noqa: F401  (its registration)
     from .nn import fsdp, zero
-    from .storage import checkpoint_compat  # noqa: F401  (its registrations)
+    from .storage import checkpoint_compat
     from .storage.checkpoint_io import load_fairseq_checkpoints_weights_only
 
     load_fairseq_checkpoints_weights_only()
+    checkpoint_compat.allow_broadcast_globals()  # a multi-process resume's state, weights-only
     zero.install()  # --zero-sharding os on torch's ZeroRedundancyOptimizer, not fairscale's OSS
     fsdp.install()  # --ddp-backend fully_sharded on torch's FSDP2, not fairscale's FSDP
     data_threads.install()  # a run that ends mid-epoch exits cleanly (no abort at exit)

@@ -64,7 +64,7 @@ from .storage.checkpoint_io import (MULTILINGUAL_TASK, CheckpointError, ExportEr
                                     read_fairseq_checkpoint, task_field)
 from .storage.fileio import (add_force_argument, check_regular, copy_file, directory_published, one_line_os_errors,
                              save_torch, scratch_directory, signals_raise)
-from .nn.method_layers import RECORD
+from .constants import RECORD  # (what nn.method_layers registers its buffer as)
 from .methods import METHODS
 
 QUANTIZATIONS = ("int8", "int8_float16", "float16")

@@ -30,7 +30,7 @@ def test_the_broadcast_allowlist_refuses_code():
 def test_fairseq_broadcast_is_wrapped_once_and_the_allowlist_is_scoped():
     from fairseq.distributed import utils as distributed_utils
 
-    assert checkpoint_compat.allow_broadcast_globals()  # idempotent: already done at import
+    assert checkpoint_compat.allow_broadcast_globals()  # idempotent: register() did it
     wrapped = distributed_utils._broadcast_object_slow
     assert wrapped._deepnet_allowlisted
     assert wrapped.__wrapped__.__module__ == distributed_utils.__name__  # fairseq's own function
