@@ -52,6 +52,7 @@ setup(
     extras_require={"deploy": ["ctranslate2>=4.0", "transformers>=5.24,<6", "safetensors>=0.4"]},
     entry_points={
         "console_scripts": [
+            "deepnet=deepnet_fairseq.front:main",  # one command for all of them
             "deepnet-average-checkpoints=deepnet_fairseq.average_checkpoints:cli_main",
             "deepnet-export=deepnet_fairseq.export:main",
             "deepnet-model-update=deepnet_fairseq.diagnostics.model_update:main",
