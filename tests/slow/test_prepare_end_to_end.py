@@ -13,10 +13,11 @@ from support import REPO, process_cmdline, wait_for
 
 
 def run_prepare(dataset, work, **env):
+    """The download mode at the smoke size (which reads the shipped corpus unless told)."""
     return subprocess.run(["bash", os.path.join(REPO, "scripts", dataset, "prepare.sh")],
                           capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, "SIZE": "smoke", "DEEPNET_WORK": str(work),
-                               "OMP_NUM_THREADS": "1", **env})
+                          env={**os.environ, "SIZE": "smoke", "SOURCE": "download",
+                               "DEEPNET_WORK": str(work), "OMP_NUM_THREADS": "1", **env})
 
 
 def read(path):
@@ -103,8 +104,8 @@ def test_wmt17_download_mode_joins_the_four_corpora(server, tmp_path, monkeypatc
     monkeypatch.setattr(wmt17, "sacrebleu_side", side)
     from deepnet_fairseq.recipes.spec.settings import resolve
 
-    cfg = resolve("wmt17", {"SIZE": "smoke", "DEEPNET_WORK": str(tmp_path), "VOCAB": "600",
-                            "TRAIN_LINES": "1500"}, REPO)
+    cfg = resolve("wmt17", {"SIZE": "smoke", "SOURCE": "download", "DEEPNET_WORK": str(tmp_path),
+                            "VOCAB": "600", "TRAIN_LINES": "1500"}, REPO)
     assert prepare.prepare(cfg) == 0
     raw = tmp_path / "data" / "raw"
     for lang in ("en", "de"):  # the corpora in the paper's order, cut at TRAIN_LINES
