@@ -207,7 +207,10 @@ ELSEWHERE = {
 
 # the programs that write nothing but their standard output and error
 PRINT_ONLY = {"deepnet-user-dir", "deepnet-model-options", "constants", "methods", "presets",
-              "settings", "corpora", "distinct"}
+              "settings", "corpora", "distinct",
+              # `deepnet`: it writes nothing itself, it calls the programs here, each under
+              # its own name in the table
+              "front"}
 # programs without an output argument that write, and where (each under its own tests)
 WRITES_WITHOUT_OUTPUT_ARGUMENT = {
     "evaluate": "its --run-dir's eval/, a directory the recipes made and marked",

@@ -19,9 +19,10 @@ LAYERS = [
     ("models", ["models"]),
     ("tasks", ["tasks", "criterions"]),  # what fairseq-train is given by name
     ("tools", ["export", "hf_export", "hf_card", "hub", "average_checkpoints", "spm", "cli",
-               "fairseq_train_compat", "processes", "plotting", "fairseq_log"]),
+               "fairseq_train_compat", "processes", "plotting", "fairseq_log", "translate"]),
     ("diagnostics", ["diagnostics"]),
     ("recipes", ["recipes"]),
+    ("front", ["front", "__main__"]),  # `deepnet`: every tool by name, the recipes included
 ]
 # the two applications on top stay apart: neither imports the other
 APART = {"diagnostics", "recipes"}
