@@ -71,7 +71,7 @@ DOC_COMMANDS = [
     (r"python -m pytest tests(/unit)?", ".ci/run"),  # the layer runs within the whole
     # the marked re-derivations, outside the default run: the tests it selects
     (r"python -m pytest tests -m costly",
-     "tests/slow/test_zero.py::test_fairseq_oss_trains_as_recorded_and_as_torch_zero1_side_by_side"),
+     "tests/slow/test_zero.py::test_fairscale_oss_trains_as_recorded_and_as_torch_zero1_side_by_side"),
     (r"python -m deepnet_fairseq\.recipes DATASET STEP",
      "tests/unit/test_hostile_runtime.py::test_a_run_directory_the_recipes_did_not_create_is_left_alone"),
     (r"bash scripts/quickstart\.sh", ".ci/run"),
