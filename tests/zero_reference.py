@@ -12,12 +12,12 @@ by side, as the suite did before the reference was recorded.
 A run is kept as the per-update figures fairseq logged (loss, gnorm, loss_scale, as logged) and,
 for each tensor of its last checkpoint (weights and Adam moments), the SHA-256 of its bytes with
 its dtype, shape, float64 sum and sum of squares. On the machine class the reference was
-recorded on (the torch version and the CPU kernels torch picks: ``machine()``) a match is to
-the bit: hashes and logged figures equal. Elsewhere float rounding may differ in the last
-digits, and the rounding noise that the attention key biases get for a gradient (below) and
-that Adam's moments carry differs wholly, so there the logged figures must agree to 2e-3 and
-the weights but the key biases in their sums and sums of squares to a relative 1e-3; the
-costly job is the check to the bit."""
+recorded on (the torch version, the CPU kernels torch picks and the CPU: ``machine()``) a
+match is to the bit: hashes and logged figures equal. Elsewhere float rounding may differ in
+the last digits, and the rounding noise that the attention key biases get for a gradient
+(below) and that Adam's moments carry differs wholly, so there the logged figures must agree to
+2e-3 and the weights but the key biases in their sums and sums of squares to a relative 1e-3;
+the costly job is the check to the bit."""
 
 import hashlib
 import json
@@ -38,7 +38,15 @@ NOISE = 1e-4  # what such a weight stays below (measured: 3.1e-5 at most, after 
 
 
 def machine() -> dict:
-    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    """What decides float rounding here: torch's version, the CPU kernels it picks and the CPU
+    itself (its model name, as Linux gives it)."""
+    model = ""
+    if os.path.isfile("/proc/cpuinfo"):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info
+                          if line.startswith("model name")), "")
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "cpu": model}
 
 
 def _tensor(value: torch.Tensor) -> dict:
