@@ -13,8 +13,10 @@ def at_least_one(text: str) -> int:
     return value
 
 
-def print_user_dir() -> None:
+def print_user_dir(argv=None) -> None:
     """deepnet-user-dir: print the path to pass as ``--user-dir`` (for a pip-installed copy)."""
+    argparse.ArgumentParser(prog="deepnet-user-dir", description=print_user_dir.__doc__
+                            ).parse_args(argv)  # --help answered, anything else refused
     print(USER_DIR)
 
 

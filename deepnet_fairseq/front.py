@@ -90,12 +90,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         rest = [rest[0], name, *rest[1:]]  # DATASET STEP order (their --help: as given)
     elif name == "run":
         rest = ["run", *rest]
-    if name == "user-dir" and rest:  # it takes no arguments: its line says what it prints
-        print(f"usage: deepnet user-dir\n\n{command.summary}")
-        return 0 if rest[0] in ("-h", "--help") else 2
-    if name == "user-dir":
-        resolve(command.target)()
-        return 0
     code = resolve(command.target)(rest)
     return code if isinstance(code, int) else 0
 

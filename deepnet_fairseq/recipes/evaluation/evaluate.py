@@ -363,14 +363,13 @@ def _evaluate(parser, args, argv, generate_args) -> None:
         print(f"{args.run_dir}/eval is the evaluation of these checkpoints with these settings: "
               "kept", file=sys.stderr)
         return
-    _refuse_other_runs_checkpoints(args.run_dir, to_average(checkpoints, args.average_last),
-                                   generate_args)
+    averaging = to_average(checkpoints, args.average_last)  # what _average averages
+    _refuse_other_runs_checkpoints(args.run_dir, averaging, generate_args)
     _average(checkpoints, args.average_last, averaged, wanted)
     _refuse_other_dictionaries(averaged, args, generate_args)
     _log_to_stderr()
     directions = _decode_and_score(args, work, averaged, generate_args)
-    scored = [os.path.basename(p) for p in to_average(checkpoints, args.average_last)]
-    _publish(args.run_dir, work, averaged, directions, scored)
+    _publish(args.run_dir, work, averaged, directions, [os.path.basename(p) for p in averaging])
 
 
 def _refuse_what_is_not_ours(parser, run_dir: str):
