@@ -66,6 +66,9 @@ FOLDERS = {
                                 "experiment on warmup, the depth rule on the layers alone, "
                                 "Depth-muP and seeds, its hypotheses committed before its "
                                 "cells ran", None),
+    "deepnet-depth-budget": ("does a deep DeepNet gain with depth at 10,000 updates: 6L-6L "
+                             "against 18L-18L with three seeds each and a seed-level test, "
+                             "pre-registered", None),
     "multilingual-depth": ("the multilingual depth law in miniature, Table 2 on the shipped "
                            "Multi30k in four languages through the OPUS-100 recipe: the "
                            "budget, the depth sweep, the matched-size control", None),
