@@ -221,7 +221,8 @@ def test_torch_zero1_trains_as_fairscale_oss_did(runs, precision):
     assert len({r["loss"] for r in observed["updates"].values()}) == 6  # it trains
     zero_reference.assert_same_run(observed, golden["runs"][precision],
                                    exact=zero_reference.on_the_recorded_machine(golden),
-                                   what=f"{precision}: torch ZeRO-1 against recorded fairscale")
+                                   what=f"{precision}: torch ZeRO-1 against recorded fairscale",
+                                   precision=precision)
 
 
 @pytest.mark.costly
@@ -235,7 +236,8 @@ def test_fairscale_oss_trains_as_recorded_and_as_torch_zero1_side_by_side(runs, 
     zero_reference.assert_same_run(recorded(reference, f"{precision}-fairscale"),
                                    golden["runs"][precision],
                                    exact=zero_reference.on_the_recorded_machine(golden),
-                                   what=f"{precision}: fresh fairscale against recorded")
+                                   what=f"{precision}: fresh fairscale against recorded",
+                                   precision=precision)
     fairscale = by_update(train_inner(log(reference, f"{precision}-fairscale")))
     torch_runs = by_update(train_inner(log(runs, f"{precision}-torch")))
     for update, figures in fairscale.items():
