@@ -22,6 +22,7 @@ import time
 import pytest
 
 from deepnet_fairseq.corpora import multi30k_dir
+from deepnet_fairseq.recipes.base import machine
 from deepnet_fairseq.recipes.reporting import curves
 from support import (REPO, process_alive, process_cmdline, read_csv, tensorboard_scalars,
                      wait_for)
@@ -339,7 +340,9 @@ def test_wmt17_two_nodes_write_one_status_and_their_own_logs(wmt17):
     assert "rank 0 writes the status" in errors[1]
     # run-level files from global rank 0 only; node 1 keeps its own log
     assert "--node_rank 0" in (run / "command.sh").read_text()
-    assert json.load(open(run / "config.json"))["layout"]["node_rank"] == 0
+    record = json.load(open(run / "config.json"))
+    assert record["layout"]["node_rank"] == 0
+    assert record["machine"] == machine.describe(recipe_env(wmt17, **common))  # what moves figures
     node0, node1 = (run / "train.log").read_text(), (run / "train.node1.log").read_text()
     assert "==== attempt 1," in node0 and "==== attempt 1 (node 1)," in node1
     assert "valid on 'valid' subset" in node0 and "--node_rank 1" in node1

@@ -104,3 +104,35 @@ def gpu_memory_gb() -> Optional[float]:
 def machine_memory_gb() -> float:
     """This machine's physical memory in GiB."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+
+
+def vector_unit(flags) -> str:
+    """The widest x86 vector instructions among the CPU's FLAGS ("AVX512", "AVX2"; "other"
+    otherwise): which of its kernels torch picks, and so the last digits of every float sum."""
+    flags = set(flags)
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:  # torch's AVX512 kernels need all four
+        return "AVX512"
+    return "AVX2" if {"avx2", "fma"} <= flags else "other"
+
+
+def describe(env: Mapping[str, str], cpuinfo: str = "/proc/cpuinfo") -> dict:
+    """What a run's figures depend on beyond its settings, for its records: the CPU (model and
+    vector unit), the cores this process may use, the threads each process was given and torch's
+    version; read without importing torch (planning must stay light)."""
+    from importlib import metadata
+
+    model, flags = "", []
+    if os.path.isfile(cpuinfo):
+        with open(cpuinfo, encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = value.split()
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = None
+    return {"cpu": model, "vector_unit": vector_unit(flags), "cores": cores(),
+            "threads": env.get("OMP_NUM_THREADS") or "unset", "torch": torch_version}

@@ -6,11 +6,12 @@ A training run lives in ``$WORK/runs/<run>/``. Each launch is one *attempt*:
 * its output goes, line by line while it runs, to ``attempts/attempt-<N>.log`` and to
   ``train.log`` (all attempts, each after a header line); on node k > 0 of a multi-node
   torchrun run to ``attempts/attempt-<N>.node<k>.log`` and ``train.node<k>.log`` instead;
-* global rank 0 alone writes ``config.json`` (settings, layout, command), ``command.sh`` and
-  ``status.json``: ``running`` while it trains, then ``ok`` / ``diverged`` / ``failed`` from
-  its own log (``fairseq_log.classify``), ``diverged`` or ``source-blind`` from the watch that
-  stopped it (``runlog``), or ``interrupted`` when the launch received SIGTERM, SIGINT or
-  SIGHUP (a scheduler's time limit, Ctrl-C), which it passes on to the processes;
+* global rank 0 alone writes ``config.json`` (settings, layout, command, the machine:
+  ``machine.describe``), ``command.sh`` and ``status.json``: ``running`` while it trains, then
+  ``ok`` / ``diverged`` / ``failed`` from its own log (``fairseq_log.classify``), ``diverged``
+  or ``source-blind`` from the watch that stopped it (``runlog``), or ``interrupted`` when the
+  launch received SIGTERM, SIGINT or SIGHUP (a scheduler's time limit, Ctrl-C), which it passes
+  on to the processes;
 * exit status: ``processes.EXIT`` (0 ok, 1 failed, 3 diverged, 4 source-blind), 128 + signal
   number when interrupted.
 
@@ -34,7 +35,7 @@ from typing import List, Mapping, Optional, Tuple
 from ...fairseq_log import HEADER, classify, one_line, vocab_size
 from ...processes import EXIT, FINISHED, interrupted, run_forwarding
 from ..base.console import log
-from ..base.machine import cores, machine_memory_gb
+from ..base.machine import cores, describe, machine_memory_gb
 from . import runlog
 from .lengths import refuse_too_long, train_args
 from .. import write_atomically
@@ -356,7 +357,9 @@ def _train_attempt(cfg: Settings, env: Mapping[str, str], layout, command: List[
     if layout.is_rank0:
         write_record(os.path.join(run_dir, "config.json"), "run-config",
                      {"step": "train", "dataset": cfg.dataset, "settings": cfg.as_json(),
-                      "layout": {**asdict(layout), "world": layout.world}, "command": command})
+                      "layout": {**asdict(layout), "world": layout.world}, "command": command,
+                      # what else moves the figures: another CPU's kernels round otherwise
+                      "machine": describe(os.environ)})
         write_atomically(os.path.join(run_dir, "command.sh"), shlex.join(command) + "\n")
         write_record(os.path.join(run_dir, "status.json"), "status",
                      {**meta, "status": "running", "reason": f"attempt {number} started {_now()}"})
