@@ -69,19 +69,76 @@ def parameters(weights: Dict) -> int:
     return sum(seen.values())
 
 
-def _front_matter(langs) -> List[str]:
+# The Hub's ids of the corpora the recipes read, by (dataset, SOURCE); other data is named by
+# no id (a user's own text), and the card then claims none.
+HUB_DATASETS = {("wmt17", "multi30k"): "bentrevett/multi30k",
+                ("wmt17", "download"): "wmt/wmt17",
+                ("opus100", "download"): "Helsinki-NLP/opus-100"}
+# the Hub's licence field: a model's terms are its training data's (the code's MIT licence
+# does not reach the weights), so the card says "other" and names them in its text
+LICENSE = {"license": "other", "license_name": "terms-of-the-training-data"}
+
+
+def hub_dataset(records: Dict) -> Optional[str]:
+    config = records.get("config") or {}
+    source = (config.get("settings", {}).get("SOURCE") or {}).get("value")
+    return HUB_DATASETS.get((config.get("dataset"), source))
+
+
+def _model_index(records: Dict, updates: Optional[int], name: str) -> List[Dict]:
+    """The Hub's ``model-index``: the scores of the exported checkpoint itself, one result per
+    direction (sacreBLEU, chrF where measured), on the run's test set; none where the recorded
+    scores are of other checkpoints (an average) or stale."""
+    scores = records.get("eval") or {}
+    if records.get("eval_stale") or not scored_this_checkpoint(scores, updates):
+        return []
+    dataset = hub_dataset(records) or (records.get("config") or {}).get("dataset", "unknown")
+    results = []
+    for pair, result in sorted(scores.get("directions", {}).items()):
+        metrics = [{"type": "sacrebleu", "name": "sacreBLEU", "value": result["sacrebleu"],
+                    "args": result.get("signature", "")}]
+        if result.get("chrf") is not None:
+            metrics.append({"type": "chrf", "name": "chrF", "value": result["chrf"],
+                            "args": result.get("chrf_signature", "")})
+        results.append({"task": {"type": "translation", "name": f"Translation {pair}"},
+                        "dataset": {"type": dataset, "name": dataset, "split": "test",
+                                    "args": pair},
+                        "metrics": metrics})
+    return [{"name": name, "results": results}] if results else []
+
+
+def _front_matter(langs, records: Optional[Dict] = None, updates: Optional[int] = None,
+                  name: str = "deepnet") -> List[str]:
     """The card's YAML metadata, written by PyYAML's emitter rather than by hand: it quotes
     what YAML 1.1 would read as something else (Norwegian's code ``no``, read bare, is the
     boolean false; ``on``, ``y``, ``null`` likewise), so every value reads back as written
     (huggingface_hub reads the card with PyYAML)."""
     import yaml
 
-    metadata = {"language": list(dict.fromkeys(langs)), "library_name": "transformers",
-                "pipeline_tag": "translation",
-                "tags": ["translation", "fairseq", "fsmt", "deepnet", "deepnorm"]}
+    records = records or {}
+    metadata = {"language": list(dict.fromkeys(langs)), **LICENSE,
+                "library_name": "transformers", "pipeline_tag": "translation",
+                "tags": ["translation", "fairseq", "fsmt", "deepnet", "deepnorm"],
+                "metrics": ["sacrebleu", "chrf"]}
+    if hub_dataset(records):
+        metadata["datasets"] = [hub_dataset(records)]
+    index = _model_index(records, updates, name)
+    if index:
+        metadata["model-index"] = index
     text = yaml.safe_dump(metadata, sort_keys=False, default_flow_style=False,
                           allow_unicode=True)
     return ["---", *text.splitlines(), "---", ""]
+
+
+def _licence(records: Dict) -> str:
+    code = ("The code that trained and exported this model, deepnet_fairseq, is under the MIT "
+            "licence; that licence does not cover the weights, which are made from the "
+            "training data and carry its terms")
+    if hub_dataset(records) == HUB_DATASETS[("wmt17", "multi30k")]:
+        return (code + ": Multi30k, the Multi30k project's translations of Flickr30k captions, "
+                "distributed for research use. Read those terms before using the model for "
+                "anything else.")
+    return code + ". State them here before sharing the model (the metadata says `other`)."
 
 
 def _training(records: Dict) -> List[str]:
@@ -137,7 +194,7 @@ def card_text(model_cfg: Dict, trained_arch: str, langs, weights: Dict, checkpoi
     records = run_records(checkpoint)
     src, tgt = langs
     enc, dec = model_cfg["encoder_layers"], model_cfg["decoder_layers"]
-    lines = _front_matter(langs) + [
+    lines = _front_matter(langs, records, updates, records.get("run", trained_arch)) + [
         f"# {trained_arch}: {enc}-layer encoder, {dec}-layer decoder, {src} to {tgt}", "",
         f"A Post-LN Transformer trained with DeepNorm ({PAPER}) by the fairseq plugin "
         "deepnet_fairseq, exported as transformers' own `FSMTForConditionalGeneration`: "
@@ -161,6 +218,7 @@ def card_text(model_cfg: Dict, trained_arch: str, langs, weights: Dict, checkpoi
         "```", "",
         "generate() searches as fairseq-generate does by default (beam 5, length penalty 1; "
         "`generation_config.json`).", "",
+        "## Licence", "", _licence(records), "",
         "## Export", "",
         f"`deepnet-export {os.path.basename(checkpoint)} --transformers DIR` "
         f"({datetime.date.today().isoformat()}; tested with transformers "

@@ -358,6 +358,44 @@ def test_the_card_of_a_recipe_run_gives_its_data_and_its_measured_scores(toy_dat
     assert "- `SOURCE`: multi30k" in card.text and "- `SIZE`: mini" in card.text
     assert "`LR`" not in card.text  # how it trained is in config.json, not the data section
     assert "| en-de | 26.85 | 55.1 | 27.5 | `nrefs:1|tok:13a` | `nrefs:1|nc:6` |" in card.text
+    # what the Hub shows beside it, read by huggingface_hub: the corpus, the licence field
+    assert card.data.datasets == ["bentrevett/multi30k"]
+    assert (card.data.license, card.data.license_name) == ("other", "terms-of-the-training-data")
+    assert "for research use" in card.text
+    assert card.data.eval_results is None  # the eval records no checkpoint: not this one's
+    assert str(tmp_path) not in str(card)  # no path of this machine
+
+
+def test_the_hub_shows_the_scores_of_the_exported_checkpoint_itself(toy_data, tmp_path):
+    """model-index, as huggingface_hub reads it (EvalResult): the sacreBLEU and chrF of the
+    evaluation that scored exactly the exported checkpoint, per direction, on the test split."""
+    from deepnet_fairseq.recipes.evaluation import score
+    from deepnet_fairseq.storage import directories
+    from deepnet_fairseq.storage.records import write_record
+
+    run = tmp_path / "work" / "runs" / "deepnet-3L-2L"
+    directories.make_dirs(str(run / "checkpoints"))
+    directories.make_dirs(str(run / "eval"))
+    model, _, cfg = build(toy_data, "deepnet_transformer_tiny", *NARROW)
+    checkpoint = save_checkpoint(model, cfg, run / "checkpoints" / "checkpoint_1_7.pt",
+                                 num_updates=7)
+    write_record(str(run / "config.json"), "run-config", {
+        "dataset": "opus100", "command": ["fairseq-train"],
+        "settings": {"SOURCE": {"value": "download", "from": "test"}}})
+    scores = score.summarise({"en-de": {"sacrebleu": 21.5, "tok_bleu": 22.0, "chrf": 50.25,
+                                        "signature": "nrefs:1|tok:13a",
+                                        "chrf_signature": "nrefs:1|nc:6", "distinct_share": 1.0}})
+    write_record(str(run / "eval" / "eval.json"), "eval",
+                 {**scores, "checkpoints": ["checkpoint_1_7.pt"]})
+    export.main([checkpoint, "--transformers", str(tmp_path / "hf")])
+    card = _card(tmp_path / "hf")
+    assert card.data.datasets == ["Helsinki-NLP/opus-100"]
+    assert "State them here before sharing" in card.text
+    found = {(r.task_type, r.dataset_type, r.dataset_split, r.metric_type, r.metric_value)
+             for r in card.data.eval_results}
+    assert found == {("translation", "Helsinki-NLP/opus-100", "test", "sacrebleu", 21.5),
+                     ("translation", "Helsinki-NLP/opus-100", "test", "chrf", 50.25)}
+    assert card.data.model_name == "deepnet-3L-2L"
 
 
 @pytest.mark.parametrize("scored, stale, says", [
