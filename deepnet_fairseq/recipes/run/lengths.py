@@ -24,6 +24,7 @@ task (``translation_multi_simple_epoch``) prepends a language token to the sourc
 ``--lang-tok-replacing-bos-eos``; ``--truncate-source`` cuts the source to its positions.
 """
 
+import argparse
 import math
 import os
 from dataclasses import dataclass
@@ -90,23 +91,43 @@ def _langtok(args) -> Tuple[int, int]:
         int(bool(getattr(args, "decoder_langtok", False)))
 
 
+def _task_field(args, name: str) -> int:
+    """A task option as fairseq's config of ARGS holds it (``convert_namespace_to_omegaconf``):
+    ARGS's value, else the task's default, from its dataclass or, for a task that declares its
+    options by ``add_args`` (``translation_multi_simple_epoch``), from those, as fairseq's
+    ``_set_legacy_defaults`` fills them in."""
+    value = getattr(args, name, None)
+    if value is None:
+        from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY
+
+        if args.task in TASK_DATACLASS_REGISTRY:
+            value = TASK_DATACLASS_REGISTRY[args.task].__dataclass_fields__[name].default
+        else:
+            parser = argparse.ArgumentParser(add_help=False)
+            TASK_REGISTRY[args.task].add_args(parser)
+            value = parser.get_default(name)
+    return int(value)
+
+
 def _limits(split: str, step: str, args, model: Tuple[int, int]) -> Limits:
     """The limits of SPLIT in a step whose options fairseq parsed into ARGS, over a model of
-    positions MODEL, as the step reads them: from the config fairseq makes of ARGS (its types
-    and defaults). The task's ``max_positions()`` is its config's max_source_positions and
+    positions MODEL, as the step reads them: the fields fairseq's config of ARGS takes from
+    ARGS (its parser has already made ``--max-tokens-valid`` default to ``--max-tokens``), read
+    from ARGS without that conversion (a hydra compose of about a second, which was most of the
+    time of every check) and without setting the task up (OPUS-100's loads a dictionary per
+    language). The task's ``max_positions()`` is its max_source_positions and
     max_target_positions in both tasks (its own defaults where unset: the model's options share
-    their names, not their defaults), read without setting the task up (OPUS-100's loads a
-    dictionary per language)."""
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    config = convert_namespace_to_omegaconf(args)
-    task, data = config.task, config.dataset
-    max_tokens = data.max_tokens_valid if split == VALID else data.max_tokens
-    positions = None if data.skip_invalid_size_inputs_valid_test else (
-        min(task.max_source_positions, model[0]), min(task.max_target_positions, model[1]))
+    their names, not their defaults). tests/unit/test_hostile_lengths.py checks the limits
+    against fairseq's own refusals."""
+    # as the config types them: argparse leaves an Optional[int] option's value text
+    max_tokens, train_max = (None if v is None else int(v) for v in (
+        args.max_tokens_valid if split == VALID else args.max_tokens, args.max_tokens))
+    positions = None if args.skip_invalid_size_inputs_valid_test else (
+        min(_task_field(args, "max_source_positions"), model[0]),
+        min(_task_field(args, "max_target_positions"), model[1]))
     return Limits(split, step, positions, max_tokens,
-                  "--max-tokens" if max_tokens == data.max_tokens else "--max-tokens-valid",
-                  _langtok(args), bool(getattr(task, "truncate_source", False)))
+                  "--max-tokens" if max_tokens == train_max else "--max-tokens-valid",
+                  _langtok(args), bool(getattr(args, "truncate_source", False)))
 
 
 def valid_limits(args) -> Limits:
