@@ -3,6 +3,7 @@ parser, arch hook and task (as ``fairseq-train`` does), a generated reverse-copy
 writes and progress output."""
 
 import argparse
+import copy
 import csv
 import io
 import os
@@ -64,14 +65,29 @@ def build_training(data_dir: str, method: str, layers: int, extra: Iterable[str]
          *methods.get(method).train_args(layers, layers), *tiny_width_args(), *extra], seed)
 
 
+_CONFIGS: dict = {}  # fairseq's config of each namespace converted in this process
+
+
+def fairseq_config(args):
+    """fairseq's config of the parsed options ARGS (``convert_namespace_to_omegaconf``), each
+    namespace converted once a process: the conversion is a hydra compose of about a second,
+    and a pure function of the namespace (the registries it reads are filled at import), while
+    a copy of its result takes a hundredth of that. A copy is returned: callers may change it."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    key = repr(sorted(vars(args).items()))
+    if key not in _CONFIGS:
+        _CONFIGS[key] = convert_namespace_to_omegaconf(args)
+    return copy.deepcopy(_CONFIGS[key])
+
+
 def build_from_options(argv: Sequence[str], seed: int = 1):
     """(cfg, task, model, criterion) from fairseq-train's options ``argv``, as fairseq-train
     builds them: its parser, the arch hook, the task; the weights drawn after seeding ``seed``."""
     from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
-    cfg = convert_namespace_to_omegaconf(args)
+    cfg = fairseq_config(args)
     torch.manual_seed(seed)
     task = tasks.setup_task(cfg.task)
     model = task.build_model(cfg.model)
