@@ -69,11 +69,9 @@ def parameters(weights: Dict) -> int:
     return sum(seen.values())
 
 
-# The Hub's ids of the corpora the recipes read, by (dataset, SOURCE); other data is named by
-# no id (a user's own text), and the card then claims none.
-HUB_DATASETS = {("wmt17", "multi30k"): "bentrevett/multi30k",
-                ("wmt17", "download"): "wmt/wmt17",
-                ("opus100", "download"): "Helsinki-NLP/opus-100"}
+# The Hub's ids of the corpora a SOURCE names (the shipped Multi30k); the text of a download or
+# of a user's own files is named by no id here, and the card then claims none.
+HUB_DATASETS = {"multi30k": "bentrevett/multi30k"}
 # the Hub's licence field: a model's terms are its training data's (the code's MIT licence
 # does not reach the weights), so the card says "other" and names them in its text
 LICENSE = {"license": "other", "license_name": "terms-of-the-training-data"}
@@ -82,7 +80,7 @@ LICENSE = {"license": "other", "license_name": "terms-of-the-training-data"}
 def hub_dataset(records: Dict) -> Optional[str]:
     config = records.get("config") or {}
     source = (config.get("settings", {}).get("SOURCE") or {}).get("value")
-    return HUB_DATASETS.get((config.get("dataset"), source))
+    return HUB_DATASETS.get(source)
 
 
 def _model_index(records: Dict, updates: Optional[int], name: str) -> List[Dict]:
@@ -134,7 +132,7 @@ def _licence(records: Dict) -> str:
     code = ("The code that trained and exported this model, deepnet_fairseq, is under the MIT "
             "licence; that licence does not cover the weights, which are made from the "
             "training data and carry its terms")
-    if hub_dataset(records) == HUB_DATASETS[("wmt17", "multi30k")]:
+    if hub_dataset(records) == HUB_DATASETS["multi30k"]:
         return (code + ": Multi30k, the Multi30k project's translations of Flickr30k captions, "
                 "distributed for research use. Read those terms before using the model for "
                 "anything else.")

@@ -293,6 +293,7 @@ def test_the_card_says_what_the_hub_reads_and_what_the_model_is(trained):
     assert f"| parameters | {trained['hf'].num_parameters():,} |" in card.text
     assert "Not recorded: the checkpoint is not in a run directory" in card.text
     assert "No evaluation recorded" in card.text
+    assert card.data.license == "other" and "State them here before sharing" in card.text
 
 
 def test_every_exported_file_is_readable_as_the_umask_says(trained):
@@ -380,8 +381,8 @@ def test_the_hub_shows_the_scores_of_the_exported_checkpoint_itself(toy_data, tm
     checkpoint = save_checkpoint(model, cfg, run / "checkpoints" / "checkpoint_1_7.pt",
                                  num_updates=7)
     write_record(str(run / "config.json"), "run-config", {
-        "dataset": "opus100", "command": ["fairseq-train"],
-        "settings": {"SOURCE": {"value": "download", "from": "test"}}})
+        "dataset": "wmt17", "command": ["fairseq-train"],
+        "settings": {"SOURCE": {"value": "multi30k", "from": "test"}}})
     scores = score.summarise({"en-de": {"sacrebleu": 21.5, "tok_bleu": 22.0, "chrf": 50.25,
                                         "signature": "nrefs:1|tok:13a",
                                         "chrf_signature": "nrefs:1|nc:6", "distinct_share": 1.0}})
@@ -389,12 +390,11 @@ def test_the_hub_shows_the_scores_of_the_exported_checkpoint_itself(toy_data, tm
                  {**scores, "checkpoints": ["checkpoint_1_7.pt"]})
     export.main([checkpoint, "--transformers", str(tmp_path / "hf")])
     card = _card(tmp_path / "hf")
-    assert card.data.datasets == ["Helsinki-NLP/opus-100"]
-    assert "State them here before sharing" in card.text
+    assert card.data.datasets == ["bentrevett/multi30k"]
     found = {(r.task_type, r.dataset_type, r.dataset_split, r.metric_type, r.metric_value)
              for r in card.data.eval_results}
-    assert found == {("translation", "Helsinki-NLP/opus-100", "test", "sacrebleu", 21.5),
-                     ("translation", "Helsinki-NLP/opus-100", "test", "chrf", 50.25)}
+    assert found == {("translation", "bentrevett/multi30k", "test", "sacrebleu", 21.5),
+                     ("translation", "bentrevett/multi30k", "test", "chrf", 50.25)}
     assert card.data.model_name == "deepnet-3L-2L"
 
 
