@@ -118,8 +118,9 @@ def _front_matter(langs, records: Optional[Dict] = None, updates: Optional[int] 
                 "library_name": "transformers", "pipeline_tag": "translation",
                 "tags": ["translation", "fairseq", "fsmt", "deepnet", "deepnorm"],
                 "metrics": ["sacrebleu", "chrf"]}
-    if hub_dataset(records):
-        metadata["datasets"] = [hub_dataset(records)]
+    dataset = hub_dataset(records)
+    if dataset:
+        metadata["datasets"] = [dataset]
     index = _model_index(records, updates, name)
     if index:
         metadata["model-index"] = index

@@ -26,6 +26,8 @@ import os
 
 import torch
 
+from deepnet_fairseq.recipes.base.machine import describe
+
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "zero_reference.json")
 LOGGED = ("loss", "gnorm", "loss_scale")
 # Attention key biases get no gradient in exact arithmetic (adding q.b to all of a query's
@@ -49,14 +51,9 @@ DRIFT = {"fp32": 1e-5, "fp16": 1e-2, "memeff": 1e-2, "bf16": 5e-2}
 
 def machine() -> dict:
     """What decides float rounding here: torch's version, the CPU kernels it picks and the CPU
-    itself (its model name, as Linux gives it)."""
-    model = ""
-    if os.path.isfile("/proc/cpuinfo"):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
-            model = next((line.split(":", 1)[1].strip() for line in info
-                          if line.startswith("model name")), "")
+    itself (its model name, as Linux gives it: what every run's config.json records)."""
     return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "cpu": model}
+            "cpu": describe({})["cpu"]}
 
 
 def _tensor(value: torch.Tensor) -> dict:
@@ -114,7 +111,8 @@ def assert_same_run(observed: dict, golden: dict, exact: bool, what: str, precis
             assert seen["sha256"] == expected["sha256"], (what, name)
         elif name.startswith("model/") and not name.endswith(KEY_BIAS):
             assert math.isclose(seen["sumsq"], expected["sumsq"], rel_tol=DRIFT[precision],
-                                abs_tol=1e-6), (what, name, "sumsq", seen["sumsq"], expected["sumsq"])
+                                abs_tol=1e-6), \
+                (what, name, "sumsq", seen["sumsq"], expected["sumsq"])
             bound = math.sqrt(math.prod(expected["shape"]) * expected["sumsq"])
             assert abs(seen["sum"] - expected["sum"]) <= DRIFT[precision] * bound + 1e-6, \
                 (what, name, "sum", seen["sum"], expected["sum"], DRIFT[precision] * bound)

@@ -1,7 +1,7 @@
 """Every output of every tool into a read-only file system, for real (issue: recipes safe by
 construction; the injected EROFS: unit/test_hostile_outputs.py). Each case runs the tool in a
-fork of one child process with a mount namespace of its own, in which an empty tmpfs is mounted read-only
-on the output's directory: the kernel itself answers EROFS. Root does that directly; another
+fork of one child process with a mount namespace of its own, in which an empty tmpfs is
+mounted read-only on the output's directory: the kernel itself answers EROFS. Root does that directly; another
 user inside a user namespace of its own, where it is root. The mount dies with the fork, so
 the directory is as it was afterwards. Expected, as for every disk error: status 1, one line
 naming the path, no traceback."""

@@ -110,7 +110,8 @@ def vector_unit(flags) -> str:
     """The widest x86 vector instructions among the CPU's FLAGS ("AVX512", "AVX2"; "other"
     otherwise): which of its kernels torch picks, and so the last digits of every float sum."""
     flags = set(flags)
-    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:  # torch's AVX512 kernels need all four
+    # torch's AVX512 kernels need all four
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
         return "AVX512"
     return "AVX2" if {"avx2", "fma"} <= flags else "other"
 
