@@ -42,42 +42,51 @@ One process (no process group: a resume on one GPU with the same flags) has noth
 the optimizer is left as it is, and saves and loads as without ZeRO.
 """
 
+import functools
 import logging
 
 import torch.distributed as dist
-from torch.distributed.optim import ZeroRedundancyOptimizer
 
 logger = logging.getLogger(__name__)
 
 
-class FairseqZeRO(ZeroRedundancyOptimizer):
-    """torch's ZeRO with the interface fairseq's trainer and fp16 wrappers use (module
-    docstring)."""
+@functools.cache
+def zero_optimizer_class():
+    """``FairseqZeRO``, defined on first use: importing ``torch.distributed.optim`` takes about a
+    second (it imports FSDP, DTensor and sympy), which every process that registers the plugin
+    would otherwise pay, the many that never shard included."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
 
-    disable_mem_eff_fp16_loading_hack = True
+    class FairseqZeRO(ZeroRedundancyOptimizer):
+        """torch's ZeRO with the interface fairseq's trainer and fp16 wrappers use (module
+        docstring)."""
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.register_load_state_dict_pre_hook(_only_the_groups)
+        disable_mem_eff_fp16_loading_hack = True
 
-    def __getattr__(self, name):
-        optim = self.__dict__.get("optim")
-        if name.startswith("supports") and optim is not None and hasattr(optim, name):
-            return getattr(optim, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.register_load_state_dict_pre_hook(_only_the_groups)
 
-    def broadcast_global_state_dict(self, state_dict):
-        """Rank 0's ``state_dict`` (the checkpoint's optimizer state) on every rank."""
-        from fairseq.distributed import utils as distributed_utils
+        def __getattr__(self, name):
+            optim = self.__dict__.get("optim")
+            if name.startswith("supports") and optim is not None and hasattr(optim, name):
+                return getattr(optim, name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-        return distributed_utils.broadcast_object(state_dict, src_rank=0,
-                                                  group=self.process_group)
+        def broadcast_global_state_dict(self, state_dict):
+            """Rank 0's ``state_dict`` (the checkpoint's optimizer state) on every rank."""
+            from fairseq.distributed import utils as distributed_utils
 
-    def state_dict(self):
-        try:
-            return super().state_dict()
-        finally:  # the whole state, gathered for this save: not kept until the next one
-            self._all_state_dicts = []
+            return distributed_utils.broadcast_object(state_dict, src_rank=0,
+                                                      group=self.process_group)
+
+        def state_dict(self):
+            try:
+                return super().state_dict()
+            finally:  # the whole state, gathered for this save: not kept until the next one
+                self._all_state_dicts = []
+
+    return FairseqZeRO
 
 
 def _only_the_groups(optimizer, state_dict):
@@ -94,7 +103,7 @@ def shard_(optimizer, group) -> None:
         logger.info("--zero-sharding os with one process: nothing to shard")
         return
     torch_optimizer = optimizer.optimizer
-    optimizer.optimizer = FairseqZeRO(
+    optimizer.optimizer = zero_optimizer_class()(
         torch_optimizer.param_groups, type(torch_optimizer), process_group=group,
         parameters_as_bucket_view=True, **optimizer.optimizer_config)
     logger.info(f"ZeRO-1: torch's ZeroRedundancyOptimizer shards "

@@ -59,3 +59,24 @@ def test_planning_imports_no_torch_fairseq_or_their_kin(tmp_path):
     assert result["found"] == {}, (
         "these commands imported heavy packages while only planning (import them inside the "
         f"function that runs the work): {result['found']}")
+
+
+# What fairseq itself does not import, but the plugin's sharding would if imported eagerly:
+# torch.distributed.optim pulls in FSDP, DTensor and sympy, about a second of every fairseq
+# process that registers the plugin (nn/zero.py defines its optimizer on first use).
+SHARDING_ONLY = ("torch.distributed.optim", "torch.distributed.tensor", "sympy")
+
+REGISTER = """
+import sys
+import deepnet_fairseq
+import fairseq_cli.train
+deepnet_fairseq.register()
+print(sorted(m for m in sys.modules if m in SHARDING_ONLY))
+"""
+
+
+def test_registering_the_plugin_imports_no_sharding_code(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", f"SHARDING_ONLY = {SHARDING_ONLY!r}" + REGISTER],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[-2] == "[]", proc.stdout
