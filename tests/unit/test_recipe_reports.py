@@ -561,3 +561,20 @@ def test_the_report_writes_nowhere_it_reads_and_replaces_only_with_force(tmp_pat
     # a directory holding the runs is not replaced, only written into: allowed
     report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path)])
     assert (tmp_path / "table.md").is_file() and snapshot() == before
+
+
+def test_the_curves_legend_names_what_tells_the_runs_apart():
+    from deepnet_fairseq.recipes.reporting import curves
+
+    labels, shared = curves.short_labels([
+        "deepnet-6L-6L+LR=0.004+WARMUP=400",
+        "deepnet-6L-6L+LR=0.004+WARMUP=400+SEED=2",
+        "deepnet-18L-18L+LR=0.004+LR_DEPTH_SCOPE=layers+WARMUP=400"])
+    assert shared == "LR=0.004 WARMUP=400"
+    assert labels == {"deepnet-6L-6L+LR=0.004+WARMUP=400": "deepnet-6L-6L",
+                      "deepnet-6L-6L+LR=0.004+WARMUP=400+SEED=2": "deepnet-6L-6L SEED=2",
+                      "deepnet-18L-18L+LR=0.004+LR_DEPTH_SCOPE=layers+WARMUP=400":
+                          "deepnet-18L-18L LR_DEPTH_SCOPE=layers"}
+    # a setting one run lacks is not shared, and stays on the runs that have it
+    labels, shared = curves.short_labels(["post_ln-2L-2L", "post_ln-2L-2L+LR=1"])
+    assert shared == "" and labels["post_ln-2L-2L+LR=1"] == "post_ln-2L-2L LR=1"

@@ -25,7 +25,7 @@ import csv
 import io
 import os
 import sys
-from typing import Dict, List, Optional
+from typing import Tuple, Dict, List, Optional
 
 from .. import cli_parser, save_png, write_atomically
 from ...storage.records import read_record, read_status
@@ -135,21 +135,45 @@ def tokens_per_update(run_dir: str) -> int:
     return status["tokens_per_update"]
 
 
+def short_labels(names: List[str]) -> Tuple[Dict[str, str], str]:
+    """({run: what tells it from the others}, the settings every run shares): run names carry
+    every setting (METHOD-NL-ML+K=V...), too long for a legend, and mostly the same."""
+    settings = {name: overrides(name) for name in names}
+    shared = {k: v for k, v in settings[names[0]].items()
+              if all(settings[n].get(k) == v for n in names)} if names else {}
+    labels = {}
+    for name in names:
+        own = [f"{k}={v}" for k, v in settings[name].items() if k not in shared]
+        labels[name] = " ".join([name.split("+")[0], *own])
+    return labels, " ".join(f"{k}={v}" for k, v in shared.items())
+
+
 def plot(path: str, curves: Dict[str, Dict[int, float]], title: str,
          tokens: Optional[Dict[str, int]] = None) -> None:
     """Validation loss against updates, or with TOKENS (each run's tokens per update) against
-    the tokens trained on, which compares runs of other batch sizes."""
+    the tokens trained on, which compares runs of other batch sizes. The right panel is the
+    second half of the axis, on its own scale: where runs differ by hundredths of a bit, which
+    the first updates' fall would flatten."""
     plt = pyplot()
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for name, curve in curves.items():
-        scale = tokens[name] / 1e6 if tokens else 1
-        ax.plot([n * scale for n in curve], list(curve.values()), "o-", markersize=3, label=name)
-    ax.set_xlabel("tokens trained on (millions)" if tokens else "updates")
-    ax.set_ylabel("validation loss (bits per token)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    labels, shared = short_labels(list(curves))
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.6))
+    points = {name: ([n * (tokens[name] / 1e6 if tokens else 1) for n in curve],
+                     list(curve.values())) for name, curve in curves.items()}
+    half = max((x[-1] for x, _ in points.values() if x), default=0) / 2
+    for ax, start in zip(axes, (None, half)):
+        for name, (x, y) in points.items():
+            kept = [(a, b) for a, b in zip(x, y) if start is None or a >= start]
+            ax.plot([a for a, _ in kept], [b for _, b in kept], "o-", markersize=3,
+                    label=labels[name])
+        ax.set_xlabel("tokens trained on (millions)" if tokens else "updates")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("validation loss (bits per token)")
+    axes[1].set_title("second half, zoomed", fontsize=9)
+    fig.suptitle(title + (f"\n(every run: {shared})" if shared else ""), fontsize=9)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=min(3, max(1, len(names))), fontsize=8)
+    fig.tight_layout(rect=(0, 0.06 + 0.04 * ((len(names) - 1) // 3), 1, 1))
     save_png(fig, path)
     plt.close(fig)
 
