@@ -58,8 +58,7 @@ def zero_optimizer_class():
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     class FairseqZeRO(ZeroRedundancyOptimizer):
-        """torch's ZeRO with the interface fairseq's trainer and fp16 wrappers use (module
-        docstring)."""
+        """torch's ZeRO with what fairseq's trainer and fp16 wrappers use (module docstring)."""
 
         disable_mem_eff_fp16_loading_hack = True
 
