@@ -56,6 +56,7 @@ def fairseq_generate(args, checkpoint: str, plugin: bool, output: str) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     command = [sys.executable, "-m", "fairseq_cli.generate", args.data, "--path", checkpoint,
                "--gen-subset", "test", "--cpu", "--beam", str(BEAM), "--lenpen", "1.0",
+               "--max-len-a", "0", "--max-len-b", str(args.max_len),
                "--batch-size", str(args.batch_size), "--required-batch-size-multiple", "1",
                "--bpe", "sentencepiece", "--sentencepiece-model", args.spm]
     if plugin:
@@ -79,7 +80,7 @@ def ctranslate2_generate(args, model_dir: str, output: str) -> float:
                                         intra_threads=args.threads)
     start = time.perf_counter()
     results = translator.translate_batch(sources, beam_size=BEAM, max_batch_size=args.batch_size,
-                                         max_decoding_length=200, min_decoding_length=1)
+                                         max_decoding_length=args.max_len, min_decoding_length=1)
     seconds = time.perf_counter() - start
     with atomic_open(output, inputs=[args.source_pieces]) as out:
         for i, result in enumerate(results):
@@ -136,6 +137,10 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="CPU threads of each decoder (default: all cores, %(default)s)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences a batch (64)")
+    parser.add_argument("--max-len", type=int, default=200,
+                        help="at most this many tokens a translation, in every decoder (200, "
+                             "fairseq-generate's default; a short limit for a quick try on an "
+                             "untrained model, whose translations never stop by themselves)")
     parser.add_argument("--out", help="output directory (RUN_DIR/decode_speed)")
     args = parser.parse_args(argv)
     pair = f"{args.source_lang}-{args.target_lang}"
@@ -188,7 +193,7 @@ def main(argv=None) -> None:
         row["speedup"] = round(row["sentences_per_s"] / base["sentences_per_s"], 2)
         row["same_as_plugin"] = sum(a == b for a, b in zip(hypotheses(row["output"]),
                                                             reference_hyps))
-    result = {"machine": machine(), "threads": args.threads, "beam": BEAM,
+    result = {"machine": machine(), "threads": args.threads, "beam": BEAM, "max_len": args.max_len,
               "batch_size": args.batch_size, "checkpoint": args.checkpoint,
               "sentences": base["sentences"], "load_average": os.getloadavg(),
               "max_decoder_output_difference": difference, "rows": rows}
