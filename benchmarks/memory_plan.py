@@ -92,6 +92,7 @@ def build_trainer(data_dir, layers, precision, checkpointing, distributed=()):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
 
+    deepnet_fairseq.register()  # the plugin's archs, which the options name
     argv = [data_dir, "--user-dir", deepnet_fairseq.USER_DIR, "--arch", "deepnet_transformer",
             "--encoder-layers", str(layers), "--decoder-layers", str(layers),
             "--source-lang", "src", "--target-lang", "tgt", "--share-all-embeddings",

@@ -54,6 +54,7 @@ def build_trainer(data_dir, arch, layers, args, checkpoint):
 
     import deepnet_fairseq
 
+    deepnet_fairseq.register()  # the plugin's archs, which the options name
     width = tiny_width_args() if args.width == "tiny" else []
     argv = [data_dir, "--user-dir", deepnet_fairseq.USER_DIR, "--arch", arch,
             "--encoder-layers", str(layers), "--decoder-layers", str(layers), *width,

@@ -47,8 +47,6 @@ import re
 import sys
 from typing import Dict, List
 
-import torch
-
 from .cli import at_least_one
 from .constants import RECORD
 from .storage.checkpoint_io import (CheckpointError, dictionary_difference, output_problem,
@@ -175,6 +173,8 @@ def _same_dictionaries(path: str, first: str, data: "str | None", reference: "st
 
 def average(paths: List[str]) -> Dict:
     """A model-only checkpoint (``model_only``) whose model is the mean of the inputs'."""
+    import torch  # here, not at the top: --help and argument errors answer without it
+
     if not paths:
         raise ValueError("no checkpoints to average")
     sums: Dict[str, torch.Tensor] = {}

@@ -26,6 +26,11 @@ def print_model_options(argv=None) -> None:
     ``fairseq-train --arch X --help`` prints its help before it reads ``--arch``, so it never
     lists model options; this prints them, DeepNorm's overrides included.
     """
+    parser = argparse.ArgumentParser(prog="deepnet-model-options", description=print_model_options.__doc__)
+    parser.add_argument("--arch", default="deepnet_transformer",
+                        help="one of the plugin's architectures (default: %(default)s; a name "
+                             "that is not lists them)")
+    args = parser.parse_args(argv)  # before fairseq is imported: --help answers at once
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 
     from . import register
@@ -35,10 +40,9 @@ def print_model_options(argv=None) -> None:
     # transformer model included (post_ln_transformer, pre_ln_transformer)
     ours = sorted(a for a, hook in ARCH_CONFIG_REGISTRY.items()
                   if hook.__module__.startswith(__package__))
-    parser = argparse.ArgumentParser(prog="deepnet-model-options", description=print_model_options.__doc__)
-    parser.add_argument("--arch", default="deepnet_transformer", choices=ours,
-                        help="architecture (default: %(default)s)")
-    args = parser.parse_args(argv)
+    if args.arch not in ours:
+        parser.error(f"argument --arch: invalid choice: {args.arch!r} (choose from "
+                     f"{', '.join(ours)})")
     model_parser = argparse.ArgumentParser(
         prog=f"fairseq-train DATA --user-dir {USER_DIR} --arch {args.arch}", add_help=False)
     group = model_parser.add_argument_group("model options", argument_default=argparse.SUPPRESS)

@@ -50,13 +50,13 @@ one unless it was trained with --depth-transfer, whose branch multiplier is fold
 With ``--transformers``, also every option transformers' FSMT does not compute (``hf_export``).
 """
 
+from __future__ import annotations  # (torch in annotations: it is imported where it computes)
+
 import argparse
 import glob
 import os
 import sys
 from typing import Dict, Optional
-
-import torch
 
 from .average_checkpoints import model_only
 from .storage.checkpoint_io import (MULTILINGUAL_TASK, CheckpointError, ExportError,

@@ -12,10 +12,7 @@
 The depth study (``deepnet-depth-study``: Table 1's pattern at tiny scale) is a sweep of the
 recipes (``deepnet_fairseq/recipes/depth_study.py``), not a pipeline of its own.
 
-Importing this package registers the plugin with fairseq (``deepnet_fairseq.register``): the
-diagnostics build and train models through fairseq in their own process.
+Importing this package imports neither torch nor fairseq, so that the tools' ``--help`` and
+argument errors answer at once: each tool imports them, and registers the plugin with fairseq
+(``deepnet_fairseq.register``), in the functions that build, train or load models.
 """
-
-from .. import register
-
-register()  # the diagnostics drive fairseq in this process: the plugin's models must be known

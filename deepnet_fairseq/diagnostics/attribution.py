@@ -25,9 +25,11 @@ update, reported with them (its measured size is in docs/findings.md). ``alone_g
 ||D_g,i||`` is the update group g's step makes by itself.
 """
 
+from __future__ import annotations  # (torch in annotations: it is imported where it computes)
+
 from typing import Callable, Dict, Iterable, List, Sequence
 
-import torch
+from .common import no_grad
 
 GROUPS = ("layernorm", "embed", "bias", "self_attn", "cross_attn", "ffn", "other")
 
@@ -89,11 +91,13 @@ class Attribution:
         self.start_features = features(model)
         self.groups = {group: [n for n in self.params if group_of(n) == group] for group in GROUPS}
 
-    @torch.no_grad()
+    @no_grad
     def __call__(self) -> List[Dict]:
         """One dict per group present in the model (group, trained, alone, contribution,
         share), then group "interaction" (update - the sum of the contributions) and group
         "all" (the update)."""
+        import torch
+
         now = {name: p.detach().clone() for name, p in self.params.items()}
         total = self.features(self.model) - self.start_features
         norm = total.norm(dim=-1)

@@ -1,17 +1,21 @@
 """What the diagnostics share: building a model of a method and depth through fairseq's own
 parser, arch hook and task (as ``fairseq-train`` does), a generated reverse-copy task, atomic
-writes and progress output."""
+writes and progress output.
+
+Imports neither torch nor fairseq: the functions that compute do, so that the tools' --help
+and argument errors answer without them."""
+
+from __future__ import annotations  # (torch in annotations: it is imported where it computes)
 
 import argparse
 import copy
 import csv
+import functools
 import io
 import os
 import sys
 import time
 from typing import Dict, Iterable, List, Sequence
-
-import torch
 
 from .. import USER_DIR, methods
 from ..methods import tiny_width_args
@@ -84,8 +88,12 @@ def fairseq_config(args):
 def build_from_options(argv: Sequence[str], seed: int = 1):
     """(cfg, task, model, criterion) from fairseq-train's options ``argv``, as fairseq-train
     builds them: its parser, the arch hook, the task; the weights drawn after seeding ``seed``."""
+    import torch
     from fairseq import options, tasks
 
+    from .. import register
+
+    register()  # the plugin's archs and tasks, which the options name
     args = options.parse_args_and_arch(options.get_training_parser(), list(argv))
     cfg = fairseq_config(args)
     torch.manual_seed(seed)
@@ -98,6 +106,8 @@ def build_from_options(argv: Sequence[str], seed: int = 1):
 def reverse_copy_batch(dictionary, batch_size: int, length: int, generator: torch.Generator):
     """A fairseq translation batch (left-padded source, as fairseq's collater) of random words
     and their reversal; all sentences have ``length`` words plus </s>."""
+    import torch
+
     first = dictionary.nspecial
     words = torch.randint(first, len(dictionary), (batch_size, length), generator=generator)
     eos = torch.full((batch_size, 1), dictionary.eos())
@@ -113,6 +123,18 @@ def reverse_copy_batch(dictionary, batch_size: int, length: int, generator: torc
         },
         "target": target,
     }
+
+
+def no_grad(function):
+    """``torch.no_grad()`` as a decorator that imports torch when ``function`` runs, not when
+    its module is imported."""
+    @functools.wraps(function)
+    def without_gradients(*args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return function(*args, **kwargs)
+    return without_gradients
 
 
 atomic_write_text = write_atomically  # (path, text): the recipes' atomic text writer

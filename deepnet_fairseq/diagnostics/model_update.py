@@ -23,14 +23,13 @@ the small default learning rate. Same seed => same data and the same draws for e
 into the groups' contributions (``attribution``: definition, and how well they sum).
 """
 
+from __future__ import annotations  # (torch in annotations: it is imported where it computes)
+
 import argparse
 import math
 import os
-from typing import Dict, List, Sequence
-
 import statistics
-
-import torch
+from typing import Dict, List, Sequence
 
 from . import attribution, common
 from ..storage.fileio import one_line_os_errors, scratch_directory
@@ -97,6 +96,8 @@ def fairseq_options(args) -> List[str]:
 
 def features(model, sample) -> torch.Tensor:
     """F(x, theta): the decoder's last hidden states, B x T x d, eval mode, no gradients."""
+    import torch
+
     was_training = model.training
     model.eval()
     with torch.no_grad():
@@ -113,6 +114,7 @@ def update_norm(now: torch.Tensor, start: torch.Tensor) -> float:
 def measure(data_dir: str, method: str, layers: int, args, seed: int):
     """Train one model for ``args.steps`` updates, recording the update after each: (rows,
     group rows), the latter empty unless ``args.attribute``."""
+    import torch
     from fairseq.trainer import Trainer
 
     from ..models.method_transformers import initialise_from_batch

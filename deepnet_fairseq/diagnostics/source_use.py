@@ -50,9 +50,8 @@ import os
 import sys
 from typing import Dict, List, Optional
 
-import torch
-
 from ..hub import is_multilingual
+from .common import no_grad
 from ..storage.fileio import add_force_argument, one_line_os_errors
 
 SUBLAYERS = ("self", "cross", "ffn")
@@ -95,7 +94,7 @@ def _nll_bits(model, net_input, target, pad: int) -> float:
     return (nll[mask].sum() / mask.sum()).item() / math.log(2)
 
 
-@torch.no_grad()
+@no_grad
 def measure(model, batch, pad: int) -> Dict[str, float]:
     """``source_gain``, both NLLs and the per-layer branch shares of ``model`` on ``batch``."""
     model.eval()
@@ -141,7 +140,7 @@ def measure(model, batch, pad: int) -> Dict[str, float]:
     return result
 
 
-@torch.no_grad()
+@no_grad
 def encoder_spread(model, net_input) -> float:
     """``encoder_spread`` (the module's docstring) of fairseq's encoder output on NET_INPUT."""
     out = model.encoder(net_input["src_tokens"], src_lengths=net_input["src_lengths"])
@@ -154,7 +153,7 @@ def encoder_spread(model, net_input) -> float:
             / states.pow(2).mean().sqrt().clamp_min(1e-12)).item()
 
 
-@torch.no_grad()
+@no_grad
 def distinct_greedy(model, task, batch, target_lang: Optional[str] = None) -> int:
     """Number of different greedy translations of the batch's sources; for a multilingual
     TASK, into ``target_lang``, begun with its language token by the task's own
@@ -215,13 +214,15 @@ def unmeasured_task(state) -> str:
 
 
 def load(path: str, data: str):
-    """Model, task and update number of a fairseq checkpoint (the plugin must be imported),
-    the task reading ``data``. Raises CheckpointError, ValueError (``data`` unusable)."""
+    """Model, task and update number of a fairseq checkpoint, the task reading ``data``.
+    Raises CheckpointError, ValueError (``data`` unusable)."""
     from fairseq import checkpoint_utils
 
+    from .. import register
     from ..export import ExportError, check_dictionaries
     from ..storage.checkpoint_io import read_checkpoint, read_fairseq_checkpoint, trained_on
 
+    register()  # the plugin's models and tasks, which the checkpoint names
     # the data the checkpoint was trained on, before DATA replaces it in the state read below
     trained = trained_on(read_checkpoint(path, mmap=True))
     # read weights-only here: given a state, fairseq reads no file and also ignores its
@@ -276,7 +277,6 @@ def main(argv=None) -> int:
     if problem:
         parser.error(problem)
 
-    import deepnet_fairseq  # noqa: F401  (registers the plugin's models for loading)
     from ..storage.checkpoint_io import CheckpointError
     from .common import write_csv
 

@@ -14,25 +14,36 @@ whose message is one line, ``cannot read PATH: CAUSE``, for the CLIs to print as
 **Writing** goes through the file layer (``fileio.py``: temporaries named for their output and
 process, removed on failure, on signals inside ``signals_raise`` and by the next writer).
 ``output_problem`` is the CLIs' check that an output cannot destroy an input.
+
+Importing this module imports no torch: the readers do, with ``checkpoint_compat`` (the
+allowlist of what fairseq checkpoints hold) before their first ``torch.load``, so that the
+CLIs built on it answer --help and argument errors without torch.
 """
 
+import functools
 import os
 import pickle
 import re
 import zipfile
 from typing import Iterable, Optional
 
-import torch
-
-from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
 from .fileio import MARKER, NotRegularFile, OutputRefused, check_regular, check_tool_output
 
 # what torch's weights-only unpickler says when it refuses a class or call (as opposed to
 # bytes that are no pickle at all: "Unsupported operand 215")
 _REFUSAL = re.compile(r"GLOBAL|allowlist|add_safe_globals|must be imported|TorchScript")
-# how a file in torch's legacy (before 1.6, non-zip) format starts: its magic number, pickled
-_LEGACY_START = pickle.dumps(torch.serialization.MAGIC_NUMBER,
-                             protocol=torch.serialization.DEFAULT_PROTOCOL)
+
+
+@functools.lru_cache(maxsize=None)
+def legacy_start() -> bytes:
+    """How a file in torch's legacy (before 1.6, non-zip) format starts: its magic number,
+    pickled."""
+    import torch
+
+    return pickle.dumps(torch.serialization.MAGIC_NUMBER,
+                        protocol=torch.serialization.DEFAULT_PROTOCOL)
+
+
 NOT_TORCH = "not a torch checkpoint (truncated or not a zip archive)"
 
 
@@ -76,6 +87,10 @@ def read_checkpoint(path: str, mmap: bool = False) -> dict:
     """The dict saved in ``path``, read on the CPU with torch's weights-only unpickler;
     ``mmap``: tensors memory-mapped (read from disk when used; zip-format files only).
     Raises CheckpointError for every file that cannot be read this way."""
+    import torch
+
+    from . import checkpoint_compat  # noqa: F401  (allowlists what fairseq checkpoints hold)
+
     is_zip = False
     try:
         check_regular(path)  # a FIFO would block torch.load forever, a device read on and on
@@ -86,7 +101,7 @@ def read_checkpoint(path: str, mmap: bool = False) -> dict:
             # torch.save has written zip archives since torch 1.6; anything else is read
             # only if it starts like the older format (text would reach the unpickler)
             with open(path, "rb") as handle:
-                if handle.read(len(_LEGACY_START)) != _LEGACY_START:
+                if handle.read(len(legacy_start())) != legacy_start():
                     raise CheckpointError(path, NOT_TORCH)
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap and is_zip)
     except CheckpointError:
@@ -224,10 +239,14 @@ class _TorchLoadingWeightsOnly:
     def load(f, *args, **kwargs):
         if isinstance(f, (str, os.PathLike)):
             check_regular(f)
+        import torch
+
         kwargs["weights_only"] = True
         return torch.load(f, *args, **kwargs)
 
     def __getattr__(self, name):
+        import torch
+
         return getattr(torch, name)
 
 

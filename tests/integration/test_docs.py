@@ -158,7 +158,7 @@ DOC_COMMANDS = [
      "tests/unit/test_launch.py::test_docs_presets_md_is_the_presets_as_they_are"),
     (r"python -m deepnet_fairseq\.recipes\.datasets",
      "tests/integration/test_docs.py::test_datasets_table_in_the_docs_is_generated_from_the_declarations"),
-    (r"deepnet --help", "tests/integration/test_front_door.py::test_the_help_lists_every_command_and_imports_nothing_heavy"),
+    (r"deepnet --help", "tests/integration/test_front_door.py::test_every_help_answers_without_torch_or_fairseq_and_starts_nothing"),
     (r"deepnet translate .*", "tests/integration/test_front_door.py::test_translate_gives_the_python_apis_translations_line_for_line"),
     (r"bash scripts/figure5/run\.sh.*|python -m deepnet_fairseq\.diagnostics\.model_update .*",
      "tests/slow/test_diagnostics_end_to_end.py::test_figure5_script_runs_a_row_and_refuses_an_unknown_one"),
