@@ -97,6 +97,15 @@ def test_wmt17_sweep_with_forced_divergence(wmt17):
     # a finished sweep is not redone: re-running only rewrites the table
     again = recipe("wmt17", "sweep", wmt17, RUNS=runs)
     assert again.stderr.count("already finished") == 6
+    # the evaluation's scores are in the run's TensorBoard beside fairseq's curves, once (the
+    # re-run kept the evaluation), at the update its newest checkpoint was saved at
+    events = tensorboard_scalars(wmt17 / "runs" / "deepnet-2L-2L" / "tensorboard")
+    trained = json.load(open(wmt17 / "runs" / "deepnet-2L-2L" / "status.json"))["num_updates"]
+    scores = json.load(open(wmt17 / "runs" / "deepnet-2L-2L" / "eval" / "eval.json"))
+    for metric in ("sacrebleu", "chrf"):
+        assert events[("evaluate", f"{metric}/en-de")] == [
+            (trained, pytest.approx(scores["directions"]["en-de"][metric], abs=1e-4))]
+    assert ("valid", "loss") in events
     # the curves tool keeps a run's records: its last validation is the status's
     kept = wmt17 / "kept"
     kept.mkdir()  # an output's directory is the caller's to make (the tools create none)

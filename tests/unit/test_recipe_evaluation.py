@@ -109,3 +109,33 @@ def test_decoding_forks_no_loader_worker_unless_asked(monkeypatch, tmp_path, toy
     monkeypatch.setattr(fairseq_cli.generate, "main", lambda args: seen.append(args.num_workers))
     evaluate.generate("src-tgt", "averaged.pt", str(tmp_path), [str(toy_data), *given])
     assert seen == [expected]
+
+
+def test_the_scores_go_to_tensorboard_at_the_update_of_the_newest_checkpoint(tmp_path):
+    """The evaluation's sacreBLEU and chrF per direction and their averages, read back from the
+    event files' own record format (support.tensorboard_scalars), at the update the newest
+    averaged checkpoint (by time, not by name) records."""
+    import os
+
+    import torch
+
+    from deepnet_fairseq.recipes.evaluation import tensorboard
+    from support import tensorboard_scalars
+
+    checkpoints = []
+    for name, updates, mtime in (("checkpoint_1_30.pt", 30, 2_000), ("checkpoint_2_20.pt", 20, 1_000)):
+        path = str(tmp_path / name)
+        torch.save({"optimizer_history": [{"num_updates": 1}, {"num_updates": updates}]}, path)
+        os.utime(path, (mtime, mtime))
+        checkpoints.append(path)
+    update = tensorboard.update_of(checkpoints)
+    assert update == 30
+    summary = {"directions": {"en-de": {"sacrebleu": 31.5, "chrf": 58.25, "sentences": 60},
+                              "de-en": {"sacrebleu": 33.0}},
+               "sacrebleu_avg": 32.25}
+    folder = tensorboard.log_scores(str(tmp_path / "tb"), summary, update)
+    assert folder == str(tmp_path / "tb" / "evaluate")
+    assert tensorboard_scalars(tmp_path / "tb") == {
+        ("evaluate", "sacrebleu/en-de"): [(30, 31.5)], ("evaluate", "chrf/en-de"): [(30, 58.25)],
+        ("evaluate", "sacrebleu/de-en"): [(30, 33.0)],
+        ("evaluate", "sacrebleu/average"): [(30, 32.25)]}

@@ -23,7 +23,9 @@ direction with fairseq-generate's own code, score it (``score.py``), write eval.
    sentences decoded of the test sets', the direction, elapsed time, ETA), on stderr after
    ``decoding: ``, which the recipes' runner shows;
 4. ``RUN/eval.tmp`` becomes ``RUN/eval`` (the averaged weights are deleted: they are large and
-   can be rebuilt). An interrupted evaluation resumes: finished directions are kept.
+   can be rebuilt). An interrupted evaluation resumes: finished directions are kept;
+5. the scores go to the run's TensorBoard too (``tensorboard.py``: ``RUN/tensorboard/evaluate``,
+   at the update of the newest checkpoint averaged), beside fairseq's training curves.
 
 The checkpoints are read with torch's weights-only unpickler (``checkpoint_io``); an unreadable
 one stops the evaluation with one line, ``cannot read PATH: CAUSE`` (exit status 1).
@@ -43,6 +45,7 @@ from ...cli import at_least_one
 from ..run import runlog
 from ...storage.evaluations import PURPOSE, purpose, recorded_purpose
 from ...storage.records import read_record, write_record
+from . import tensorboard
 from .distinct import distinct_summary, ignores_source, report
 from .score import hypotheses, score_direction, summarise
 from ...storage.directories import LOCK, MARKER, Busy, RunLock, fresh, is_ours, replace_tree
@@ -369,7 +372,14 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     _refuse_other_dictionaries(averaged, args, generate_args)
     _log_to_stderr()
     directions = _decode_and_score(args, work, averaged, generate_args)
-    _publish(args.run_dir, work, averaged, directions, [os.path.basename(p) for p in averaging])
+    summary = _publish(args.run_dir, work, averaged, directions,
+                       [os.path.basename(p) for p in averaging])
+    # the recipes' runs keep fairseq's event files in RUN/tensorboard (recipes/spec/paths.py)
+    events = os.path.join(args.run_dir, "tensorboard")
+    if os.path.isdir(events):
+        update = tensorboard.update_of(averaging)
+        folder = tensorboard.log_scores(events, summary, update)
+        print(f"scores logged to TensorBoard at update {update}: {folder}", file=sys.stderr)
 
 
 def _refuse_what_is_not_ours(parser, run_dir: str):
@@ -478,9 +488,9 @@ def _decode_and_score(args, work: str, averaged: str, generate_args) -> dict:
     return directions
 
 
-def _publish(run_dir: str, work: str, averaged: str, directions: dict, scored: list) -> None:
+def _publish(run_dir: str, work: str, averaged: str, directions: dict, scored: list) -> dict:
     """WORK's eval.json written from DIRECTIONS and the names of the checkpoints averaged
-    (SCORED), the averaged weights deleted, and WORK made RUN_DIR/eval."""
+    (SCORED), the averaged weights deleted, and WORK made RUN_DIR/eval; what eval.json holds."""
     ignoring = [name for name, d in directions.items() if d["ignores_source"]]
     if ignoring and len(directions) > 1:
         print(f"WARNING: {len(ignoring)} of {len(directions)} directions ignore their source: "
@@ -493,6 +503,7 @@ def _publish(run_dir: str, work: str, averaged: str, directions: dict, scored: l
     if len(directions) > 1:
         print(f"average sacreBLEU {summary['sacrebleu_avg']}  X->En {summary.get('x_en')}  "
               f"En->X {summary.get('en_x')}", file=sys.stderr)
+    return summary
 
 
 if __name__ == "__main__":
