@@ -120,6 +120,20 @@ def test_wmt_table_has_paper_shape(tmp_path):
     assert not (tmp_path / "one.png").exists()
 
 
+def test_results_csv_gives_chrf_beside_sacrebleu(tmp_path):
+    """chrF in results.csv: the mean over a run's directions ((50.0 + 61.0) / 2 by hand), and
+    empty for an evaluation made before chrF was scored."""
+    runs = tmp_path / "runs"
+    _fake_run(runs, "two-ways", "deepnet", 6, "ok", directions={
+        "de-en": {"sacrebleu": 20.0, "chrf": 50.0, "signature": "s", "distinct_share": 0.9},
+        "en-de": {"sacrebleu": 30.0, "chrf": 61.0, "signature": "s", "distinct_share": 0.9}})
+    _fake_run(runs, "before-chrf", "deepnet", 12, "ok", 25.0)
+    report.main(["--dataset", "wmt17", "--runs", str(runs), "--out", str(tmp_path / "out")])
+    rows = {r["run"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert (rows["two-ways"]["sacrebleu"], rows["two-ways"]["chrf"]) == ("25.0", "55.5")
+    assert (rows["before-chrf"]["sacrebleu"], rows["before-chrf"]["chrf"]) == ("25.0", "")
+
+
 def test_table_names_runs_that_ignore_their_source(tmp_path):
     runs = tmp_path / "runs"
     _fake_run(runs, "deepnet-6L-6L", "deepnet", 6, "ok", 27.5, distinct_share=0.973)

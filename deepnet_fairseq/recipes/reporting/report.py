@@ -63,7 +63,7 @@ from .paper import lookup
 from ..spec.settings import TRAINED, affecting, recorded_value
 
 COLUMNS = ["dataset", "run", "method", "label", "encoder_layers", "decoder_layers", "layers",
-           "seed", "status", "bleu", "sacrebleu", "tok_bleu", "x_en", "en_x", "paper_bleu",
+           "seed", "status", "bleu", "sacrebleu", "chrf", "tok_bleu", "x_en", "en_x", "paper_bleu",
            "distinct_share", "last_valid_loss", "last_valid_nll", "stalled", "num_updates",
            "reason", "signature"]
 
@@ -197,6 +197,8 @@ def _row(dataset: str, runs_dir: str, name: str) -> Optional[Dict]:
         row.update(sacrebleu=evaluation["sacrebleu_avg"], x_en=evaluation.get("x_en", ""),
                    en_x=evaluation.get("en_x", ""),
                    signature=next(iter(directions.values()))["signature"])
+    # chrF beside sacreBLEU (the mean over directions; "" for an evaluation older than chrF)
+    row["chrf"] = evaluation.get("chrf_avg", "")
     # The lowest share over directions: one collapsed direction is enough to say so.
     shares = [d["distinct_share"] for d in directions.values() if "distinct_share" in d]
     if shares:
