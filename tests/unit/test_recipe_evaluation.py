@@ -139,3 +139,22 @@ def test_the_scores_go_to_tensorboard_at_the_update_of_the_newest_checkpoint(tmp
         ("evaluate", "sacrebleu/en-de"): [(30, 31.5)], ("evaluate", "chrf/en-de"): [(30, 58.25)],
         ("evaluate", "sacrebleu/de-en"): [(30, 33.0)],
         ("evaluate", "sacrebleu/average"): [(30, 32.25)]}
+
+
+def test_the_scores_follow_no_link_planted_in_the_runs_tensorboard(tmp_path):
+    """RUN/tensorboard/evaluate made a link to elsewhere inside the recipes' marked folder: the
+    writer refuses it (the file layer's make_dirs) and writes nothing where it points."""
+    import os
+
+    import pytest
+
+    from deepnet_fairseq.recipes.evaluation import tensorboard
+    from deepnet_fairseq.storage.directories import make_dirs
+
+    events = make_dirs(str(tmp_path / "run" / "tensorboard"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, os.path.join(events, tensorboard.EVENTS))
+    with pytest.raises(OSError, match="symbolic link"):
+        tensorboard.log_scores(events, {"directions": {"en-de": {"sacrebleu": 1.0}}}, 5)
+    assert os.listdir(elsewhere) == []

@@ -366,6 +366,10 @@ def _evaluate(parser, args, argv, generate_args) -> None:
         print(f"{args.run_dir}/eval is the evaluation of these checkpoints with these settings: "
               "kept", file=sys.stderr)
         return
+    # the recipes' runs keep fairseq's event files in RUN/tensorboard (recipes/spec/paths.py);
+    # the scores' folder is made first: a link planted there is refused before any work
+    events = os.path.join(args.run_dir, "tensorboard")
+    scores_folder = tensorboard.events_folder(events) if os.path.isdir(events) else None
     averaging = to_average(checkpoints, args.average_last)  # what _average averages
     _refuse_other_runs_checkpoints(args.run_dir, averaging, generate_args)
     _average(checkpoints, args.average_last, averaged, wanted)
@@ -374,12 +378,11 @@ def _evaluate(parser, args, argv, generate_args) -> None:
     directions = _decode_and_score(args, work, averaged, generate_args)
     summary = _publish(args.run_dir, work, averaged, directions,
                        [os.path.basename(p) for p in averaging])
-    # the recipes' runs keep fairseq's event files in RUN/tensorboard (recipes/spec/paths.py)
-    events = os.path.join(args.run_dir, "tensorboard")
-    if os.path.isdir(events):
+    if scores_folder:
         update = tensorboard.update_of(averaging)
-        folder = tensorboard.log_scores(events, summary, update)
-        print(f"scores logged to TensorBoard at update {update}: {folder}", file=sys.stderr)
+        tensorboard.log_scores(events, summary, update)
+        print(f"scores logged to TensorBoard at update {update}: {scores_folder}",
+              file=sys.stderr)
 
 
 def _refuse_what_is_not_ours(parser, run_dir: str):

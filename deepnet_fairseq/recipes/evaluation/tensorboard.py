@@ -8,6 +8,8 @@ newest)."""
 import os
 from typing import Dict, List
 
+from ...storage.directories import make_dirs
+
 EVENTS = "evaluate"  # the folder under RUN/tensorboard: fairseq names its own by split
 
 
@@ -33,11 +35,17 @@ def update_of(checkpoints: List[str]) -> int:
     return int(history[-1].get("num_updates", 0))
 
 
+def events_folder(tensorboard_dir: str) -> str:
+    """TENSORBOARD_DIR/evaluate, made and marked by the file layer (``make_dirs``): a link
+    planted on the way is refused, not followed by the writer."""
+    return make_dirs(os.path.join(tensorboard_dir, EVENTS))
+
+
 def log_scores(tensorboard_dir: str, summary: Dict, update: int) -> str:
     """Write SUMMARY's scalars at UPDATE into TENSORBOARD_DIR/evaluate; the folder written."""
     from tensorboardX import SummaryWriter
 
-    folder = os.path.join(tensorboard_dir, EVENTS)
+    folder = events_folder(tensorboard_dir)
     writer = SummaryWriter(folder)
     try:
         for tag, value in scalars(summary).items():
